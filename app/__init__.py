@@ -1,0 +1,30 @@
+"""The Flask application: ``create_app()`` wires settings, services, errors and blueprints."""
+
+from __future__ import annotations
+
+import logging
+
+from flask import Flask
+
+from app.config import Settings
+from app.flow_id import install_flow_id
+from app.logs import configure_logging
+from app.problems import register_problem_handlers
+from app.repository.database import make_green
+from app.services import Services
+
+
+def create_app(settings: Settings | None = None) -> Flask:
+    settings = settings or Settings.from_env()
+    configure_logging(settings.log_level)
+    make_green()
+    app = Flask(__name__)
+    app.json.sort_keys = False
+    app.extensions["nakadi"] = Services(settings)
+    register_problem_handlers(app)
+    install_flow_id(app, logging.getLogger("nakadi.access"))
+
+    from app.api import health
+
+    app.register_blueprint(health.blueprint)
+    return app

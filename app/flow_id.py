@@ -1,0 +1,40 @@
+"""``X-Flow-Id``: taken from the request or generated, logged, and returned."""
+
+from __future__ import annotations
+
+import secrets
+import time
+
+from flask import Flask, Response, g, request
+
+HEADER = "X-Flow-Id"
+MAX_LENGTH = 255
+
+
+def new_flow_id() -> str:
+    return secrets.token_urlsafe(18)
+
+
+def current_flow_id() -> str | None:
+    """The flow id of the request being served, if any."""
+    return g.get("flow_id")
+
+
+def install_flow_id(app: Flask, access_log) -> None:
+    @app.before_request
+    def _take_flow_id() -> None:
+        given = request.headers.get(HEADER, "").strip()
+        g.flow_id = given[:MAX_LENGTH] if given else new_flow_id()
+        g.started = time.perf_counter()
+
+    @app.after_request
+    def _return_flow_id(response: Response) -> Response:
+        flow_id = g.get("flow_id")
+        if flow_id:
+            response.headers[HEADER] = flow_id
+        if "started" in g:
+            access_log.info(
+                "%s %s %s", request.method, request.path, response.status_code,
+                extra={"duration_ms": round((time.perf_counter() - g.started) * 1000, 2)},
+            )
+        return response

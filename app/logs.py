@@ -1,0 +1,43 @@
+"""Logging as one JSON object per line, with the flow id of the request."""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+import time
+
+from flask import g, has_app_context
+
+STANDARD_ATTRIBUTES = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        flow_id = g.get("flow_id") if has_app_context() else None
+        if flow_id:
+            entry["flow_id"] = flow_id
+        for key, value in vars(record).items():
+            if key not in STANDARD_ATTRIBUTES and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str) -> None:
+    """Send every logger's records to stderr as JSON lines."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # kazoo logs every connection state change at INFO; keep its warnings.
+    logging.getLogger("kazoo").setLevel(max(logging.WARNING, root.level))

@@ -1,0 +1,89 @@
+"""PostgreSQL connections that cooperate with gevent.
+
+``make_green()`` installs psycogreen's wait callback, so a query waiting on the
+server yields to other greenlets instead of freezing the hub. The pool hands
+out at most ``max_size`` connections and makes the rest of the greenlets wait
+for one, rather than failing as psycopg2's own pools do when exhausted.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import gevent.lock
+import psycopg2
+import psycopg2.extensions
+import psycopg2.extras
+from psycogreen.gevent import patch_psycopg
+
+CONNECT_TIMEOUT_S = 5
+
+
+def make_green() -> None:
+    """Make every psycopg2 connection of this process yield to gevent while it waits."""
+    patch_psycopg()
+
+
+def connect(dsn: str) -> psycopg2.extensions.connection:
+    """A new connection with a bounded connect time."""
+    return psycopg2.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S)
+
+
+class ConnectionPool:
+    """A bounded pool of connections to one database, safe to share between greenlets."""
+
+    def __init__(self, dsn: str, max_size: int) -> None:
+        self.dsn = dsn
+        self.max_size = max_size
+        self._idle: list[psycopg2.extensions.connection] = []
+        self._slots = gevent.lock.BoundedSemaphore(max_size)
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg2.extensions.connection]:
+        """Borrow a connection. It goes back to the pool outside any transaction;
+        a connection that failed is closed and replaced later."""
+        with self._slots:
+            conn = self._idle.pop() if self._idle else connect(self.dsn)
+            try:
+                yield conn
+            except BaseException:
+                self._discard_or_reset(conn)
+                raise
+            if conn.closed or conn.status != psycopg2.extensions.STATUS_READY:
+                self._discard_or_reset(conn)
+            else:
+                self._idle.append(conn)
+
+    @contextmanager
+    def transaction(self) -> Iterator[psycopg2.extensions.cursor]:
+        """A cursor inside one transaction: committed when the block ends, rolled
+        back when it raises."""
+        with self.connection() as conn, conn, conn.cursor() as cursor:
+            yield cursor
+
+    def fetch_all(self, query: str, params: object = None) -> list[tuple]:
+        """Run one read-only query and return its rows."""
+        with self.transaction() as cursor:
+            cursor.execute(query, params)
+            return cursor.fetchall()
+
+    def execute(self, query: str, params: object = None) -> int:
+        """Run one statement in its own transaction; returns the affected row count."""
+        with self.transaction() as cursor:
+            cursor.execute(query, params)
+            return cursor.rowcount
+
+    def _discard_or_reset(self, conn: psycopg2.extensions.connection) -> None:
+        if not conn.closed:
+            try:
+                conn.rollback()
+            except psycopg2.Error:
+                conn.close()
+            else:
+                self._idle.append(conn)
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        while self._idle:
+            self._idle.pop().close()

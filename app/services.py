@@ -1,0 +1,39 @@
+"""The long-lived clients of one worker process, created lazily after gunicorn's fork."""
+
+from __future__ import annotations
+
+from flask import current_app
+from kazoo.client import KazooClient
+
+from app.config import Settings
+from app.coordination.zookeeper import zookeeper_client
+from app.repository.database import ConnectionPool
+from app.storage.engines import Engines
+
+
+class Services:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.pool = ConnectionPool(settings.database_url, settings.database_pool_size)
+        self.engines = Engines(self.pool)
+        self._zookeeper: KazooClient | None = None
+
+    @property
+    def zookeeper(self) -> KazooClient:
+        if self._zookeeper is None:
+            self._zookeeper = zookeeper_client(self.settings.zookeeper,
+                                               self.settings.zookeeper_root)
+        return self._zookeeper
+
+    def close(self) -> None:
+        self.engines.close()
+        if self._zookeeper is not None:
+            self._zookeeper.stop()
+            self._zookeeper.close()
+            self._zookeeper = None
+        self.pool.close()
+
+
+def services() -> Services:
+    """The services of the application serving the current request."""
+    return current_app.extensions["nakadi"]

@@ -1,0 +1,81 @@
+"""What the gunicorn master does once before forking workers: check that every
+dependency answers, apply migrations and register the configured storages.
+
+It uses only short-lived, thread-free clients, so nothing crosses the fork."""
+
+from __future__ import annotations
+
+import socket
+from urllib.parse import urlsplit
+
+import psycopg2
+from kazoo.client import KazooClient
+from kazoo.handlers.threading import KazooTimeoutError
+
+from app.config import Settings
+from app.repository.database import ConnectionPool, connect
+from app.repository.storages import list_storages, register_local_storages
+from sql.migrate import migrate
+
+CHECK_TIMEOUT_S = 5.0
+
+
+class DependencyUnavailable(Exception):
+    """A dependency did not answer; the message names it and its address, in one line."""
+
+
+def _address(dsn: str) -> str:
+    parts = urlsplit(dsn)
+    return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path}"
+
+
+def _check_tcp(name: str, servers: str) -> None:
+    """Pass when any of the comma-separated host:port servers accepts a connection."""
+    errors = []
+    for server in servers.split(","):
+        host, _, port = server.strip().rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=CHECK_TIMEOUT_S):
+                return
+        except (OSError, ValueError) as error:
+            errors.append(f"{server.strip()}: {error}")
+    raise DependencyUnavailable(f"{name} at {servers} is unreachable ({'; '.join(errors)})")
+
+
+def prepare(settings: Settings) -> list[str]:
+    """Check dependencies, migrate and register storages; returns the migrations applied."""
+    try:
+        conn = connect(settings.database_url)
+    except psycopg2.OperationalError as error:
+        reason = str(error).strip().splitlines()[0]
+        raise DependencyUnavailable(
+            f"PostgreSQL at {_address(settings.database_url)} is unreachable ({reason})"
+        ) from None
+    try:
+        applied = migrate(conn)
+    finally:
+        conn.close()
+
+    pool = ConnectionPool(settings.database_url, 1)
+    try:
+        register_local_storages(pool, settings)
+        storages = list_storages(pool)
+    finally:
+        pool.close()
+
+    zookeeper = KazooClient(hosts=settings.zookeeper, timeout=CHECK_TIMEOUT_S)
+    try:
+        zookeeper.start(timeout=CHECK_TIMEOUT_S)
+    except KazooTimeoutError:
+        raise DependencyUnavailable(
+            f"ZooKeeper at {settings.zookeeper} is unreachable (no session in "
+            f"{CHECK_TIMEOUT_S:.0f}s)") from None
+    finally:
+        zookeeper.stop()
+        zookeeper.close()
+
+    for storage in storages:
+        if storage.storage_type == "kafka":
+            _check_tcp(f"Kafka (storage {storage.id})",
+                       storage.configuration["bootstrap_servers"])
+    return applied

@@ -1,0 +1,111 @@
+"""The narrow interface every event-storage engine implements.
+
+Offsets here are engine-level integers: the first event of a partition has
+offset 0 and every append takes the next ones, without gaps. Clients never see
+these numbers directly; ``app.storage.offsets`` turns them into the opaque,
+timeline-carrying strings of the API.
+
+Every method may be called from any greenlet: engines keep blocking work
+(librdkafka waits, PostgreSQL queries) off the gevent hub.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+BEFORE_FIRST = -1
+"""The position before the first event of a partition: reading after it starts at offset 0."""
+
+
+class StorageError(Exception):
+    """The storage could not do what was asked (unreachable, rejected, timed out)."""
+
+
+class TopicNotFound(StorageError):
+    """The topic does not exist in this storage."""
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    """One event as stored: its partition, its offset and its payload bytes."""
+
+    partition: int
+    offset: int
+    payload: bytes
+
+
+@dataclass(frozen=True)
+class PartitionBounds:
+    """The available range of one partition.
+
+    ``oldest`` is the offset of the oldest event still available and ``newest``
+    the offset of the newest one. An empty partition has ``newest == oldest - 1``
+    (for a partition that never held anything: oldest 0, newest -1).
+    """
+
+    partition: int
+    oldest: int
+    newest: int
+
+
+class StreamReader(Protocol):
+    """Reads events from several partitions of one topic, each after a position."""
+
+    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
+        """Return up to ``max_events`` new events, waiting up to ``timeout`` seconds
+        for the first one. Returns an empty list when nothing arrived in time.
+        Events of one partition come in offset order; each call continues where
+        the previous one stopped."""
+        ...
+
+    def close(self) -> None:
+        """Release the reader's resources; safe to call twice."""
+        ...
+
+
+class StorageEngine(Protocol):
+    """One storage backend (``storage_type``) holding many topics."""
+
+    storage_type: str
+
+    def create_topic(self, topic: str, partitions: int, retention_ms: int) -> None:
+        """Create ``topic`` with ``partitions`` partitions numbered from 0."""
+        ...
+
+    def delete_topic(self, topic: str) -> None:
+        """Delete ``topic`` and all its events; deleting a missing topic is not an error."""
+        ...
+
+    def append(self, topic: str, partition: int, payloads: Sequence[bytes]) -> list[int]:
+        """Append ``payloads`` to one partition, in order, and return their offsets.
+
+        Returns only once every event is durably acknowledged; raises
+        ``StorageError`` when that cannot be confirmed."""
+        ...
+
+    def read(
+        self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
+    ) -> list[StoredEvent]:
+        """Return up to ``limit`` events with offsets greater than ``after``.
+
+        When none is available yet and ``wait`` > 0, wait up to ``wait``
+        seconds for one to be appended."""
+        ...
+
+    def bounds(self, topic: str) -> list[PartitionBounds]:
+        """The oldest and newest available offset of every partition, by partition."""
+        ...
+
+    def reader(self, topic: str, positions: Mapping[int, int]) -> StreamReader:
+        """A reader over the given partitions, each starting after its position."""
+        ...
+
+    def check(self) -> None:
+        """Raise ``StorageError`` when the storage does not answer."""
+        ...
+
+    def close(self) -> None:
+        """Release connections, producers and threads held by this engine."""
+        ...

@@ -1,0 +1,51 @@
+"""One engine per configured storage, created lazily in each worker process
+(librdkafka clients and connections do not survive gunicorn's fork)."""
+
+from __future__ import annotations
+
+from app.repository.database import ConnectionPool
+from app.repository.storages import Storage, get_storage, list_storages
+from app.storage.engine import StorageEngine, StorageError
+
+
+def build_engine(storage: Storage, pool: ConnectionPool) -> StorageEngine:
+    """The engine for one storage row. A ``postgres`` storage without its own
+    ``database_url`` keeps its log in the metadata database."""
+    if storage.storage_type == "postgres":
+        from app.storage.postgres import PostgresEngine
+
+        database_url = storage.configuration.get("database_url")
+        if database_url and database_url != pool.dsn:
+            pool = ConnectionPool(database_url, pool.max_size)
+        return PostgresEngine(pool)
+    if storage.storage_type == "kafka":
+        from app.storage.kafka import KafkaEngine
+
+        return KafkaEngine(storage.configuration["bootstrap_servers"])
+    raise StorageError(f"storage {storage.id} has unknown type {storage.storage_type}")
+
+
+class Engines:
+    """The engines of this process, by storage id."""
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+        self._engines: dict[str, StorageEngine] = {}
+
+    def get(self, storage_id: str) -> StorageEngine:
+        engine = self._engines.get(storage_id)
+        if engine is None:
+            storage = get_storage(self._pool, storage_id)
+            if storage is None:
+                raise StorageError(f"there is no storage {storage_id}")
+            engine = self._engines[storage_id] = build_engine(storage, self._pool)
+        return engine
+
+    def all(self) -> dict[str, StorageEngine]:
+        """Every configured storage's engine, by id."""
+        return {storage.id: self.get(storage.id) for storage in list_storages(self._pool)}
+
+    def close(self) -> None:
+        for engine in self._engines.values():
+            engine.close()
+        self._engines.clear()

@@ -1,0 +1,329 @@
+"""The ``postgres`` storage engine: an append-only log in PostgreSQL.
+
+An append takes its offsets by incrementing the partition's ``next_offset``
+row, which stays locked until the append commits: offsets are gap-free, and
+they become visible in order, so a reader reading "after N" never skips an
+event that commits later. Each append notifies ``nakadi_log`` in the same
+transaction; one listening connection per process wakes the greenlets that
+wait for new events of that topic.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+
+import gevent
+import gevent.event
+import gevent.socket
+import psycopg2
+
+from app.repository.database import ConnectionPool, connect
+from app.storage.engine import (
+    PartitionBounds,
+    StorageError,
+    StoredEvent,
+    TopicNotFound,
+)
+
+CHANNEL = "nakadi_log"
+RECONNECT_DELAY_S = 1.0
+PURGE_CHUNK = 10_000
+
+log = logging.getLogger(__name__)
+
+APPEND = """
+WITH counter AS (
+    UPDATE log_partitions SET next_offset = next_offset + %(count)s
+    WHERE topic_id = %(topic_id)s AND partition = %(partition)s
+    RETURNING next_offset - %(count)s AS first_offset
+), appended AS (
+    INSERT INTO log_events (topic_id, partition, event_offset, payload)
+    SELECT %(topic_id)s, %(partition)s, counter.first_offset + e.ordinal - 1, e.payload
+    FROM counter, unnest(%(payloads)s::bytea[]) WITH ORDINALITY AS e (payload, ordinal)
+)
+SELECT first_offset, pg_notify(%(channel)s, %(topic_id)s::text) FROM counter
+"""
+
+READ = """
+SELECT event_offset, payload FROM log_events
+WHERE topic_id = %s AND partition = %s AND event_offset > %s
+ORDER BY event_offset LIMIT %s
+"""
+
+READ_MANY = """
+SELECT p.partition, e.event_offset, e.payload
+FROM unnest(%(partitions)s::integer[], %(positions)s::bigint[]) AS p (partition, after)
+CROSS JOIN LATERAL (
+    SELECT event_offset, payload FROM log_events
+    WHERE topic_id = %(topic_id)s AND partition = p.partition AND event_offset > p.after
+    ORDER BY event_offset LIMIT %(limit)s
+) e
+ORDER BY array_position(%(partitions)s::integer[], p.partition), e.event_offset
+"""
+
+BOUNDS = """
+SELECT p.partition,
+       coalesce((SELECT min(event_offset) FROM log_events e
+                 WHERE e.topic_id = p.topic_id AND e.partition = p.partition), p.next_offset),
+       p.next_offset - 1
+FROM log_partitions p WHERE p.topic_id = %s ORDER BY p.partition
+"""
+
+
+class TopicWatch:
+    """Wakes greenlets waiting for appends, from the NOTIFYs of one connection per process."""
+
+    def __init__(self, dsn: str) -> None:
+        self._dsn = dsn
+        self._waiters: dict[int, set[gevent.event.Event]] = defaultdict(set)
+        self._listener: gevent.Greenlet | None = None
+        self._listening = gevent.event.Event()
+
+    def waiter(self, topic_id: int) -> gevent.event.Event:
+        """An event set by the next append to the topic. Register it *before*
+        checking for data, then wait on it; ``forget`` it afterwards."""
+        if self._listener is None or self._listener.dead:
+            self._listening.clear()
+            self._listener = gevent.spawn(self._listen)
+        # Until LISTEN is in place a notification could be missed; wait for it.
+        self._listening.wait(5)
+        event = gevent.event.Event()
+        self._waiters[topic_id].add(event)
+        return event
+
+    def forget(self, topic_id: int, event: gevent.event.Event) -> None:
+        waiters = self._waiters.get(topic_id)
+        if waiters is not None:
+            waiters.discard(event)
+            if not waiters:
+                del self._waiters[topic_id]
+
+    def _wake(self, topic_ids) -> None:
+        for topic_id in topic_ids:
+            for event in self._waiters.get(topic_id, ()):
+                event.set()
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                conn = connect(self._dsn)
+                conn.autocommit = True
+                with conn.cursor() as cursor:
+                    cursor.execute(f"LISTEN {CHANNEL}")
+                self._listening.set()
+                # Notifications may have been lost while disconnected: re-check everyone.
+                self._wake(list(self._waiters))
+                self._dispatch(conn)
+            except psycopg2.Error as error:
+                self._listening.clear()
+                log.warning("log listener lost its connection: %s", error)
+                self._wake(list(self._waiters))
+                gevent.sleep(RECONNECT_DELAY_S)
+
+    def _dispatch(self, conn) -> None:
+        while True:
+            gevent.socket.wait_read(conn.fileno())
+            conn.poll()
+            woken = {int(notify.payload) for notify in conn.notifies}
+            conn.notifies.clear()
+            self._wake(woken)
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.kill()
+            self._listener = None
+
+
+class PostgresEngine:
+    """Event storage in the tables of ``sql/002_postgres_log.sql``."""
+
+    storage_type = "postgres"
+
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+        self._topic_ids: dict[str, int] = {}
+        self._watch = TopicWatch(pool.dsn)
+
+    def _query(self, query: str, params: object) -> list[tuple]:
+        try:
+            return self._pool.fetch_all(query, params)
+        except psycopg2.Error as error:
+            raise StorageError(f"PostgreSQL log: {error}".strip()) from error
+
+    def _topic_id(self, topic: str, *, refresh: bool = False) -> int:
+        if refresh or topic not in self._topic_ids:
+            rows = self._query("SELECT id FROM log_topics WHERE name = %s", (topic,))
+            if not rows:
+                self._topic_ids.pop(topic, None)
+                raise TopicNotFound(topic)
+            self._topic_ids[topic] = rows[0][0]
+        return self._topic_ids[topic]
+
+    def create_topic(self, topic: str, partitions: int, retention_ms: int) -> None:
+        try:
+            with self._pool.transaction() as cursor:
+                cursor.execute(
+                    "INSERT INTO log_topics (name, partitions, retention_ms) VALUES (%s, %s, %s)"
+                    " RETURNING id",
+                    (topic, partitions, retention_ms),
+                )
+                topic_id = cursor.fetchone()[0]
+                cursor.execute(
+                    "INSERT INTO log_partitions (topic_id, partition)"
+                    " SELECT %s, generate_series(0, %s - 1)",
+                    (topic_id, partitions),
+                )
+        except psycopg2.errors.UniqueViolation as error:
+            raise StorageError(f"topic {topic} already exists") from error
+        except psycopg2.Error as error:
+            raise StorageError(f"PostgreSQL log: {error}".strip()) from error
+        self._topic_ids[topic] = topic_id
+
+    def delete_topic(self, topic: str) -> None:
+        self._topic_ids.pop(topic, None)
+        try:
+            with self._pool.transaction() as cursor:
+                cursor.execute("DELETE FROM log_topics WHERE name = %s RETURNING id", (topic,))
+                row = cursor.fetchone()
+                if row is not None:
+                    cursor.execute("DELETE FROM log_events WHERE topic_id = %s", (row[0],))
+        except psycopg2.Error as error:
+            raise StorageError(f"PostgreSQL log: {error}".strip()) from error
+
+    def append(self, topic: str, partition: int, payloads: Sequence[bytes]) -> list[int]:
+        if not payloads:
+            return []
+        for attempt in range(2):
+            # A cached id can be stale when the topic was deleted and created again.
+            topic_id = self._topic_id(topic, refresh=attempt > 0)
+            rows = self._query(APPEND, {
+                "topic_id": topic_id, "partition": partition, "count": len(payloads),
+                "payloads": [psycopg2.Binary(payload) for payload in payloads],
+                "channel": CHANNEL,
+            })
+            if rows:
+                first = rows[0][0]
+                return list(range(first, first + len(payloads)))
+        raise TopicNotFound(f"{topic} has no partition {partition}")
+
+    def read(
+        self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
+    ) -> list[StoredEvent]:
+        topic_id = self._topic_id(topic)
+
+        def fetch() -> list[StoredEvent]:
+            rows = self._query(READ, (topic_id, partition, after, limit))
+            return [StoredEvent(partition, offset, bytes(payload)) for offset, payload in rows]
+
+        return self._fetch_or_wait(topic_id, fetch, wait)
+
+    def _fetch_or_wait(self, topic_id: int, fetch, wait: float) -> list[StoredEvent]:
+        events = fetch()
+        if events or wait <= 0:
+            return events
+        deadline = gevent.get_hub().loop.now() + wait
+        while True:
+            appended = self._watch.waiter(topic_id)
+            try:
+                events = fetch()
+                remaining = deadline - gevent.get_hub().loop.now()
+                if events or remaining <= 0:
+                    return events
+                appended.wait(remaining)
+            finally:
+                self._watch.forget(topic_id, appended)
+
+    def bounds(self, topic: str) -> list[PartitionBounds]:
+        rows = self._query(BOUNDS, (self._topic_id(topic),))
+        return [PartitionBounds(partition, oldest, newest) for partition, oldest, newest in rows]
+
+    def reader(self, topic: str, positions: Mapping[int, int]) -> PostgresReader:
+        return PostgresReader(self, topic, positions)
+
+    def check(self) -> None:
+        self._query("SELECT 1", None)
+
+    def purge_expired(self) -> int:
+        """Delete the events older than their topic's retention time; returns how many.
+
+        Offsets grow with append time, so in each partition the expired events
+        are a prefix; a binary search over the offset index finds where it ends
+        without scanning the partition."""
+        removed = 0
+        partitions = self._query(
+            "SELECT t.id, p.partition, now() - t.retention_ms * interval '1 millisecond'"
+            " FROM log_topics t JOIN log_partitions p ON p.topic_id = t.id", None)
+        for topic_id, partition, cutoff in partitions:
+            last_expired = self._last_offset_before(topic_id, partition, cutoff)
+            while last_expired is not None:
+                deleted = self._query(
+                    "WITH gone AS (DELETE FROM log_events WHERE (topic_id, partition, event_offset)"
+                    " IN (SELECT topic_id, partition, event_offset FROM log_events"
+                    "     WHERE topic_id = %s AND partition = %s AND event_offset <= %s"
+                    "     ORDER BY event_offset LIMIT %s) RETURNING 1) SELECT count(*) FROM gone",
+                    (topic_id, partition, last_expired, PURGE_CHUNK))[0][0]
+                removed += deleted
+                if deleted < PURGE_CHUNK:
+                    break
+        return removed
+
+    def _last_offset_before(self, topic_id: int, partition: int, cutoff) -> int | None:
+        rows = self._query(
+            "SELECT min(event_offset), max(event_offset) FROM log_events"
+            " WHERE topic_id = %s AND partition = %s", (topic_id, partition))
+        low, high = rows[0]
+        if low is None:
+            return None
+        found = None
+        while low <= high:
+            middle = (low + high) // 2
+            # The first event at or after `middle` (offsets may have holes after a purge).
+            row = self._query(
+                "SELECT event_offset, appended_at < %s FROM log_events"
+                " WHERE topic_id = %s AND partition = %s AND event_offset >= %s"
+                " ORDER BY event_offset LIMIT 1", (cutoff, topic_id, partition, middle))
+            offset, expired = row[0]
+            if expired:
+                found, low = offset, offset + 1
+            else:
+                high = middle - 1
+        return found
+
+    def close(self) -> None:
+        self._watch.close()
+
+
+class PostgresReader:
+    """Reads several partitions of one topic, round-robin so none starves."""
+
+    def __init__(self, engine: PostgresEngine, topic: str, positions: Mapping[int, int]) -> None:
+        self._engine = engine
+        self._topic_id = engine._topic_id(topic)
+        self._positions = dict(positions)
+        self._order = sorted(self._positions)
+        self._closed = False
+
+    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
+        if self._closed or not self._order:
+            return []
+
+        def fetch() -> list[StoredEvent]:
+            rows = self._engine._query(READ_MANY, {
+                "partitions": self._order,
+                "positions": [self._positions[p] for p in self._order],
+                "topic_id": self._topic_id,
+                "limit": max_events,
+            })
+            return [StoredEvent(p, offset, bytes(payload)) for p, offset, payload in rows]
+
+        events = self._engine._fetch_or_wait(self._topic_id, fetch, timeout)[:max_events]
+        for event in events:
+            self._positions[event.partition] = event.offset
+        # The next poll starts with the partition after the first one served now.
+        self._order = self._order[1:] + self._order[:1]
+        return events
+
+    def close(self) -> None:
+        self._closed = True

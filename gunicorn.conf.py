@@ -1,0 +1,60 @@
+"""gunicorn settings: gevent workers that can hold hour-long event streams.
+
+For async workers ``timeout`` is how long a worker may go without yielding to
+its hub, not how long a request may take, so streams are not cut by it; all
+stream I/O yields. On SIGTERM a worker stops accepting, and open streams get
+``graceful_timeout`` seconds to end cleanly (they watch ``app.lifecycle``).
+"""
+
+import os
+import sys
+
+bind = os.environ.get("NAKADI_BIND", "0.0.0.0:8080")
+workers = int(os.environ.get("NAKADI_WORKERS", "2"))
+worker_class = "gevent"
+worker_connections = int(os.environ.get("NAKADI_WORKER_CONNECTIONS", "1000"))
+timeout = 30
+graceful_timeout = int(os.environ.get("NAKADI_GRACEFUL_TIMEOUT", "30"))
+# Longer than the ~60 s idle timeout of load balancers, so they close first.
+keepalive = 75
+# Our own access lines carry the flow id; gunicorn's would repeat them.
+accesslog = None
+errorlog = "-"
+logconfig_dict = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"json": {"()": "app.logs.JsonFormatter"}},
+    "handlers": {
+        "stderr": {"class": "logging.StreamHandler", "formatter": "json",
+                   "stream": "ext://sys.stderr"},
+    },
+    "loggers": {
+        "gunicorn.error": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
+    },
+}
+
+
+def on_starting(server):
+    """Fail fast, in one line, when a dependency is unreachable; migrate otherwise."""
+    from app.config import Settings
+    from app.startup import DependencyUnavailable, prepare
+
+    try:
+        applied = prepare(Settings.from_env())
+    except (DependencyUnavailable, ValueError) as error:
+        print(f"nakadi: cannot start: {error}", file=sys.stderr, flush=True)
+        sys.exit(1)
+    if applied:
+        server.log.info("applied migrations: %s", ", ".join(applied))
+
+
+def post_worker_init(worker):
+    from app import lifecycle
+
+    lifecycle.attach_worker(worker)
+
+
+def worker_exit(server, worker):
+    services = getattr(worker.wsgi, "extensions", {}).get("nakadi")
+    if services is not None:
+        services.close()

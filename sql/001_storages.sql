@@ -1,0 +1,11 @@
+-- Storage backends (Nakadi's /storages): each event type's topic lives in one.
+CREATE TABLE storages (
+    id            text PRIMARY KEY CHECK (length(id) BETWEEN 1 AND 36),
+    storage_type  text NOT NULL CHECK (storage_type IN ('postgres', 'kafka')),
+    configuration jsonb NOT NULL DEFAULT '{}',
+    is_default    boolean NOT NULL DEFAULT false,
+    created_at    timestamptz NOT NULL DEFAULT now()
+);
+
+-- At most one default storage.
+CREATE UNIQUE INDEX storages_one_default ON storages (is_default) WHERE is_default;

@@ -1,0 +1,60 @@
+"""Real services for the whole test session: PostgreSQL, ZooKeeper and the
+Kafka-protocol broker, started once on free ports (so a running ``make run`` is
+left alone) under a temporary data directory."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from app.config import Settings
+from app.repository.database import ConnectionPool, make_green
+from app.repository.storages import register_local_storages
+from deploy.localstack import LocalStack, free_port
+from sql.migrate import migrate
+
+
+@pytest.fixture(scope="session")
+def stack_env() -> Iterator[dict[str, str]]:
+    """``NAKADI_*`` variables pointing at the session's services."""
+    data_dir = Path(tempfile.mkdtemp(prefix="nakadi-test-"))
+    data_dir.chmod(0o755)  # PostgreSQL runs as its own user when we are root
+    stack = LocalStack(data_dir, free_port(), free_port(), free_port())
+    env = stack.start({})
+    env["NAKADI_ZOOKEEPER_ROOT"] = "/nakadi-test"
+    conn = psycopg2.connect(env["NAKADI_DATABASE_URL"])
+    migrate(conn)
+    conn.close()
+    try:
+        yield env
+    finally:
+        stack.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def settings(stack_env: dict[str, str]) -> Settings:
+    return Settings.from_env(stack_env)
+
+
+@pytest.fixture(scope="session")
+def pool(settings: Settings) -> Iterator[ConnectionPool]:
+    make_green()
+    pool = ConnectionPool(settings.database_url, 20)
+    register_local_storages(pool, settings)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture
+def server_env(stack_env: dict[str, str]) -> dict[str, str]:
+    """The environment for a gunicorn serving the session's stack."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
+    env.update(stack_env)
+    return env

@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from app.repository.database import ConnectionPool
+from app.repository.storages import get_storage
+from app.storage.engine import StorageEngine
+from app.storage.engines import build_engine
+
+
+@pytest.fixture(scope="session", params=["postgres", "kafka"])
+def engine(request, pool: ConnectionPool) -> Iterator[StorageEngine]:
+    """Each storage engine in turn, as the local stack registers it."""
+    built = build_engine(get_storage(pool, request.param), pool)
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def topic(engine: StorageEngine) -> Iterator[str]:
+    """A fresh topic with 3 partitions, deleted afterwards."""
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    engine.create_topic(name, partitions=3, retention_ms=3_600_000)
+    yield name
+    engine.delete_topic(name)

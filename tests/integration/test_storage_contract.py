@@ -1,0 +1,177 @@
+"""The contract every storage engine keeps; runs against each engine."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import gevent
+import pytest
+
+from app.storage.engine import BEFORE_FIRST, PartitionBounds, StorageError
+
+
+def payload(n: int, size: int = 200) -> bytes:
+    body = json.dumps({"n": n, "text": "é€✓ \"quoted\"\n"})
+    return (body[:-1] + ', "pad": "' + "x" * max(0, size - len(body) - 11) + '"}').encode()
+
+
+def test_round_trip_keeps_payloads_and_numbers_offsets_from_zero(engine, topic):
+    sent = [payload(n) for n in range(5)]
+    assert engine.append(topic, 1, sent) == [0, 1, 2, 3, 4]
+    events = engine.read(topic, 1, BEFORE_FIRST, 100)
+    assert [e.payload for e in events] == sent
+    assert [(e.partition, e.offset) for e in events] == [(1, n) for n in range(5)]
+
+
+def test_appends_continue_the_partition_in_order(engine, topic):
+    engine.append(topic, 0, [payload(0), payload(1)])
+    assert engine.append(topic, 0, [payload(2)]) == [2]
+    assert engine.append(topic, 2, [payload(9)]) == [0]
+    events = engine.read(topic, 0, BEFORE_FIRST, 100)
+    assert [json.loads(e.payload)["n"] for e in events] == [0, 1, 2]
+
+
+def test_concurrent_appenders_get_gap_free_unique_offsets(engine, topic):
+    def appender(writer: int) -> list[int]:
+        offsets = []
+        for batch in range(10):
+            offsets += engine.append(
+                topic, 0, [payload(writer * 1000 + batch * 10 + i) for i in range(10)])
+        return offsets
+
+    writers = [gevent.spawn(appender, w) for w in range(4)]
+    gevent.joinall(writers, raise_error=True)
+    all_offsets = sorted(o for w in writers for o in w.value)
+    assert all_offsets == list(range(400))
+    events = engine.read(topic, 0, BEFORE_FIRST, 1000)
+    assert [e.offset for e in events] == list(range(400))
+    for w in range(4):
+        mine = [json.loads(e.payload)["n"] for e in events if json.loads(e.payload)["n"] // 1000 == w]
+        assert mine == sorted(mine), "each appender's events keep their order"
+        assert len(mine) == 100
+
+
+def test_reads_from_the_middle_and_from_the_end(engine, topic):
+    engine.append(topic, 0, [payload(n) for n in range(10)])
+    middle = engine.read(topic, 0, 4, 3)
+    assert [e.offset for e in middle] == [5, 6, 7]
+    assert engine.read(topic, 0, 9, 10) == []
+    assert [e.offset for e in engine.read(topic, 0, 7, 10)] == [8, 9]
+
+
+def test_bounds_of_empty_and_filled_partitions(engine, topic):
+    assert engine.bounds(topic) == [PartitionBounds(p, 0, -1) for p in range(3)]
+    engine.append(topic, 1, [payload(n) for n in range(7)])
+    engine.append(topic, 1, [payload(7), payload(8)])
+    engine.append(topic, 2, [payload(0)])
+    assert engine.bounds(topic) == [
+        PartitionBounds(0, 0, -1), PartitionBounds(1, 0, 8), PartitionBounds(2, 0, 0)]
+
+
+def test_deleted_topic_is_gone_and_its_name_reusable(engine, topic):
+    engine.append(topic, 0, [payload(1)])
+    engine.delete_topic(topic)
+    with pytest.raises(StorageError):
+        engine.bounds(topic)
+    engine.delete_topic(topic)  # deleting again is not an error
+    engine.create_topic(topic, partitions=2, retention_ms=60_000)
+    assert engine.bounds(topic) == [PartitionBounds(0, 0, -1), PartitionBounds(1, 0, -1)]
+    assert engine.append(topic, 0, [payload(2)]) == [0]
+
+
+def test_creating_an_existing_topic_fails(engine, topic):
+    with pytest.raises(StorageError):
+        engine.create_topic(topic, partitions=3, retention_ms=60_000)
+
+
+def test_waiting_read_is_woken_by_an_append_within_200ms(engine, topic):
+    engine.read(topic, 0, BEFORE_FIRST, 1)  # warm up connections and metadata
+    appended_at = {}
+
+    def append_later():
+        gevent.sleep(0.3)
+        appended_at["t"] = time.monotonic()
+        engine.append(topic, 0, [payload(42)])
+
+    writer = gevent.spawn(append_later)
+    events = engine.read(topic, 0, BEFORE_FIRST, 10, wait=5.0)
+    woken_after = time.monotonic() - appended_at["t"]
+    writer.join()
+    assert [json.loads(e.payload)["n"] for e in events] == [42]
+    assert woken_after < 0.2
+
+
+def test_waiting_read_returns_nothing_when_nothing_comes(engine, topic):
+    started = time.monotonic()
+    assert engine.read(topic, 2, BEFORE_FIRST, 10, wait=0.3) == []
+    assert 0.25 <= time.monotonic() - started < 2
+
+
+def test_reader_over_partitions_delivers_each_event_once(engine, topic):
+    for p in range(3):
+        engine.append(topic, p, [payload(p * 100 + n) for n in range(20)])
+    reader = engine.reader(topic, {0: BEFORE_FIRST, 1: 9, 2: 19})
+    try:
+        seen = []
+        while True:
+            batch = reader.poll(7, timeout=0.5)
+            if not batch:
+                break
+            assert len(batch) <= 7
+            seen += [(e.partition, e.offset) for e in batch]
+        assert sorted(seen) == [(0, n) for n in range(20)] + [(1, n) for n in range(10, 20)]
+        for p in (0, 1):
+            offsets = [o for part, o in seen if part == p]
+            assert offsets == sorted(offsets)
+    finally:
+        reader.close()
+        reader.close()
+
+
+def test_reader_is_woken_by_an_append_within_200ms(engine, topic):
+    reader = engine.reader(topic, {0: BEFORE_FIRST, 1: BEFORE_FIRST})
+    try:
+        assert reader.poll(10, timeout=0.2) == []
+        appended_at = {}
+
+        def append_later():
+            gevent.sleep(0.3)
+            appended_at["t"] = time.monotonic()
+            engine.append(topic, 1, [payload(7)])
+
+        writer = gevent.spawn(append_later)
+        events = reader.poll(10, timeout=5.0)
+        woken_after = time.monotonic() - appended_at["t"]
+        writer.join()
+        assert [(e.partition, e.offset) for e in events] == [(1, 0)]
+        assert woken_after < 0.2
+    finally:
+        reader.close()
+
+
+def test_one_megabyte_event_round_trips(engine, topic):
+    big = payload(1, size=1_000_000)
+    assert len(big) == 1_000_000
+    engine.append(topic, 0, [big])
+    assert engine.read(topic, 0, BEFORE_FIRST, 1)[0].payload == big
+
+
+def test_append_to_unknown_topic_fails(engine):
+    with pytest.raises(StorageError):
+        engine.append("no-such-topic-anywhere", 0, [payload(1)])
+
+
+def test_waiting_does_not_block_other_greenlets(engine, topic):
+    ticks = []
+
+    def ticker():
+        for _ in range(10):
+            ticks.append(time.monotonic())
+            gevent.sleep(0.02)
+
+    running = gevent.spawn(ticker)
+    engine.read(topic, 0, BEFORE_FIRST, 10, wait=0.4)
+    running.join()
+    assert len(ticks) == 10
+    assert max(b - a for a, b in zip(ticks, ticks[1:], strict=False)) < 0.15
