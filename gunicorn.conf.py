@@ -28,6 +28,7 @@ logconfig_dict = {
         "stderr": {"class": "logging.StreamHandler", "formatter": "json",
                    "stream": "ext://sys.stderr"},
     },
+    "root": {"handlers": ["stderr"], "level": "INFO"},
     "loggers": {
         "gunicorn.error": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
     },

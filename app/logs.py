@@ -32,9 +32,17 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+class StderrHandler(logging.StreamHandler):
+    """Writes to the ``sys.stderr`` of the moment, which test capture may have swapped."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.stream = sys.stderr
+        super().emit(record)
+
+
 def configure_logging(level: str) -> None:
     """Send every logger's records to stderr as JSON lines."""
-    handler = logging.StreamHandler(sys.stderr)
+    handler = StderrHandler()
     handler.setFormatter(JsonFormatter())
     root = logging.getLogger()
     root.handlers[:] = [handler]

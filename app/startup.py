@@ -14,7 +14,7 @@ from kazoo.handlers.threading import KazooTimeoutError
 
 from app.config import Settings
 from app.repository.database import ConnectionPool, connect
-from app.repository.storages import list_storages, register_local_storages
+from app.repository.storages import register_local_storages
 from sql.migrate import migrate
 
 CHECK_TIMEOUT_S = 5.0
@@ -43,7 +43,8 @@ def _check_tcp(name: str, servers: str) -> None:
 
 
 def prepare(settings: Settings) -> list[str]:
-    """Check dependencies, migrate and register storages; returns the migrations applied."""
+    """Check dependencies, then migrate and register storages; returns the
+    migrations applied. Nothing is written unless every dependency answers."""
     try:
         conn = connect(settings.database_url)
     except psycopg2.OperationalError as error:
@@ -52,6 +53,9 @@ def prepare(settings: Settings) -> list[str]:
             f"PostgreSQL at {_address(settings.database_url)} is unreachable ({reason})"
         ) from None
     try:
+        _check_zookeeper(settings.zookeeper)
+        if settings.kafka_bootstrap_servers:
+            _check_tcp("Kafka", settings.kafka_bootstrap_servers)
         applied = migrate(conn)
     finally:
         conn.close()
@@ -59,23 +63,19 @@ def prepare(settings: Settings) -> list[str]:
     pool = ConnectionPool(settings.database_url, 1)
     try:
         register_local_storages(pool, settings)
-        storages = list_storages(pool)
     finally:
         pool.close()
+    return applied
 
-    zookeeper = KazooClient(hosts=settings.zookeeper, timeout=CHECK_TIMEOUT_S)
+
+def _check_zookeeper(hosts: str) -> None:
+    zookeeper = KazooClient(hosts=hosts, timeout=CHECK_TIMEOUT_S)
     try:
         zookeeper.start(timeout=CHECK_TIMEOUT_S)
     except KazooTimeoutError:
         raise DependencyUnavailable(
-            f"ZooKeeper at {settings.zookeeper} is unreachable (no session in "
-            f"{CHECK_TIMEOUT_S:.0f}s)") from None
+            f"ZooKeeper at {hosts} is unreachable (no session in {CHECK_TIMEOUT_S:.0f}s)"
+        ) from None
     finally:
         zookeeper.stop()
         zookeeper.close()
-
-    for storage in storages:
-        if storage.storage_type == "kafka":
-            _check_tcp(f"Kafka (storage {storage.id})",
-                       storage.configuration["bootstrap_servers"])
-    return applied

@@ -1,0 +1,59 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from deploy.localstack import free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def start_gunicorn(env: dict[str, str], port: int) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "app.wsgi:app"],
+        env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS="2",
+                 NAKADI_GRACEFUL_TIMEOUT="5"),
+        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+
+
+def stop_gunicorn(process: subprocess.Popen) -> tuple[str, str]:
+    process.terminate()
+    try:
+        return process.communicate(timeout=15)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        return process.communicate()
+
+
+@pytest.fixture(scope="session")
+def base_url(stack_env: dict[str, str]) -> Iterator[str]:
+    """A real gunicorn (gevent workers) serving the session's stack."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
+    env.update(stack_env)
+    port = free_port()
+    process = start_gunicorn(env, port)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 30
+    while True:
+        if process.poll() is not None:
+            _, err = process.communicate()
+            pytest.fail(f"gunicorn exited with {process.returncode}: {err[-3000:]}")
+        try:
+            requests.get(url + "/health", timeout=5)
+            break
+        except requests.ConnectionError:
+            if time.monotonic() > deadline:
+                stop_gunicorn(process)
+                pytest.fail("gunicorn did not answer in 30 s")
+            time.sleep(0.1)
+    yield url
+    stop_gunicorn(process)

@@ -1,0 +1,93 @@
+"""The server as clients and operators meet it: health, errors, flow ids, start-up."""
+
+from __future__ import annotations
+
+import subprocess
+import time
+
+import requests
+
+from deploy.localstack import free_port
+from tests.api.conftest import start_gunicorn, stop_gunicorn
+
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(response: requests.Response, status: int) -> dict:
+    assert response.status_code == status
+    assert response.headers["Content-Type"] == PROBLEM
+    body = response.json()
+    assert body["status"] == status
+    assert body["type"] == f"http://httpstatus.es/{status}"
+    assert body["title"] and body["detail"]
+    assert "Traceback" not in response.text
+    return body
+
+
+def test_health_lists_every_dependency(base_url):
+    response = requests.get(base_url + "/health")
+    assert response.status_code == 200
+    assert response.json() == {
+        "status": "OK",
+        "dependencies": {"postgresql": "up", "zookeeper": "up",
+                         "storage:kafka": "up", "storage:postgres": "up"},
+    }
+
+
+def test_unknown_path_is_a_404_problem(base_url):
+    body = assert_problem(requests.get(base_url + "/no/such/thing"), 404)
+    assert "not found" in body["detail"].lower()
+
+
+def test_wrong_method_is_a_405_problem_with_allow(base_url):
+    response = requests.delete(base_url + "/health")
+    assert_problem(response, 405)
+    assert "GET" in response.headers["Allow"]
+
+
+def test_flow_id_is_echoed_or_generated(base_url):
+    given = requests.get(base_url + "/health", headers={"X-Flow-Id": "my-flow-123"})
+    assert given.headers["X-Flow-Id"] == "my-flow-123"
+    first = requests.get(base_url + "/health").headers["X-Flow-Id"]
+    second = requests.get(base_url + "/no/such/thing").headers["X-Flow-Id"]
+    assert len(first) >= 16 and len(second) >= 16 and first != second
+
+
+def wait_for_exit(process: subprocess.Popen, seconds: float) -> tuple[int, str]:
+    try:
+        _, err = process.communicate(timeout=seconds)
+    except subprocess.TimeoutExpired:
+        stop_gunicorn(process)
+        raise AssertionError(f"gunicorn still running after {seconds}s") from None
+    return process.returncode, err
+
+
+def test_start_fails_fast_naming_an_unreachable_database(server_env):
+    dead = free_port()
+    env = dict(server_env, NAKADI_DATABASE_URL=f"postgresql://nakadi@127.0.0.1:{dead}/nakadi")
+    started = time.monotonic()
+    code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
+    assert code != 0
+    assert time.monotonic() - started < 15
+    lines = [line for line in err.splitlines() if "cannot start" in line]
+    assert lines == [f"nakadi: cannot start: PostgreSQL at 127.0.0.1:{dead}/nakadi is "
+                     f"unreachable ({lines[0].split('(', 1)[1]}"]
+    assert "Traceback" not in err
+
+
+def test_start_fails_fast_naming_an_unreachable_zookeeper(server_env):
+    dead = free_port()
+    env = dict(server_env, NAKADI_ZOOKEEPER=f"127.0.0.1:{dead}")
+    code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
+    assert code != 0
+    assert f"nakadi: cannot start: ZooKeeper at 127.0.0.1:{dead} is unreachable" in err
+    assert "Traceback" not in err
+
+
+def test_start_fails_fast_naming_an_unreachable_kafka(server_env):
+    dead = free_port()
+    env = dict(server_env, NAKADI_KAFKA_BOOTSTRAP_SERVERS=f"127.0.0.1:{dead}")
+    code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
+    assert code != 0
+    assert f"nakadi: cannot start: Kafka at 127.0.0.1:{dead} is unreachable" in err
+    assert "Traceback" not in err

@@ -1,0 +1,51 @@
+import uuid
+
+import pytest
+
+from app.repository.storages import get_storage
+from app.storage.engine import BEFORE_FIRST, PartitionBounds
+from app.storage.engines import build_engine
+
+
+@pytest.fixture
+def postgres_engine(pool):
+    engine = build_engine(get_storage(pool, "postgres"), pool)
+    yield engine
+    engine.close()
+
+
+def test_purge_removes_only_events_older_than_retention(postgres_engine, pool):
+    topic = f"retention-{uuid.uuid4().hex[:8]}"
+    postgres_engine.create_topic(topic, partitions=2, retention_ms=60_000)
+    try:
+        postgres_engine.append(topic, 0, [b'{"old": %d}' % n for n in range(25)])
+        postgres_engine.append(topic, 0, [b'{"new": %d}' % n for n in range(5)])
+        postgres_engine.append(topic, 1, [b'{"new": 1}'])
+        # Age the first 25 events of partition 0 past the retention time.
+        pool.execute(
+            "UPDATE log_events SET appended_at = now() - interval '2 minutes'"
+            " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)"
+            " AND partition = 0 AND event_offset < 25", (topic,))
+        assert postgres_engine.purge_expired() >= 25
+        assert postgres_engine.bounds(topic) == [
+            PartitionBounds(0, 25, 29), PartitionBounds(1, 0, 0)]
+        assert postgres_engine.read(topic, 0, BEFORE_FIRST, 100)[0].offset == 25
+        # Appends continue after the purged offsets.
+        assert postgres_engine.append(topic, 0, [b"{}"]) == [30]
+    finally:
+        postgres_engine.delete_topic(topic)
+
+
+def test_a_fully_expired_partition_reports_empty_bounds_after_its_last_offset(
+        postgres_engine, pool):
+    topic = f"retention-{uuid.uuid4().hex[:8]}"
+    postgres_engine.create_topic(topic, partitions=1, retention_ms=60_000)
+    try:
+        postgres_engine.append(topic, 0, [b"{}"] * 3)
+        pool.execute(
+            "UPDATE log_events SET appended_at = now() - interval '2 minutes'"
+            " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
+        postgres_engine.purge_expired()
+        assert postgres_engine.bounds(topic) == [PartitionBounds(0, 3, 2)]
+    finally:
+        postgres_engine.delete_topic(topic)

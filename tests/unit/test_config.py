@@ -1,0 +1,22 @@
+import pytest
+
+from app.config import Settings
+
+
+def test_defaults_point_at_the_local_stack():
+    settings = Settings.from_env({})
+    assert settings.database_url == "postgresql://nakadi@127.0.0.1:5433/nakadi"
+    assert settings.zookeeper == "127.0.0.1:2181"
+    assert settings.kafka_bootstrap_servers == "127.0.0.1:9092"
+    assert settings.default_storage == "postgres"
+
+
+def test_variables_override_and_are_converted():
+    settings = Settings.from_env({"NAKADI_DATABASE_POOL_SIZE": "7", "NAKADI_ZOOKEEPER": "zk:1"})
+    assert settings.database_pool_size == 7
+    assert settings.zookeeper == "zk:1"
+
+
+def test_a_bad_number_names_the_variable():
+    with pytest.raises(ValueError, match="NAKADI_DATABASE_POOL_SIZE='many' is not a valid int"):
+        Settings.from_env({"NAKADI_DATABASE_POOL_SIZE": "many"})
