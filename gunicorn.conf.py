@@ -51,8 +51,10 @@ def on_starting(server):
 
 def post_worker_init(worker):
     from app import lifecycle
+    from workers.retention import start_retention
 
     lifecycle.attach_worker(worker)
+    start_retention(worker.wsgi.extensions["nakadi"])
 
 
 def worker_exit(server, worker):

@@ -26,15 +26,26 @@ from pathlib import Path
 
 import psycopg2
 
-PG_BIN = Path("/usr/lib/postgresql/15/bin")
+
+def _postgres_bin() -> Path:
+    """The newest PostgreSQL installed from Debian's packages."""
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"),
+                   key=lambda path: int(path.parent.parent.name))
+    if not found:
+        raise ServiceFailed("PostgreSQL is not installed: run deploy/install-system-packages.sh")
+    return found[-1].parent
+
+
+
 ZK_SERVER = Path("/usr/share/zookeeper/bin/zkServer.sh")
+class ServiceFailed(RuntimeError):
+    """A service did not start; the message says which and where its log is."""
+
+
 DATABASE = "nakadi"
 DB_USER = "nakadi"
 START_TIMEOUT_S = 30.0
 
-
-class ServiceFailed(RuntimeError):
-    """A service did not start; the message says which and where its log is."""
 
 
 def free_port() -> int:
@@ -148,18 +159,19 @@ class LocalStack:
         pg_dir = self.data_dir / "postgres"
         # PostgreSQL refuses to run as root; as root, run it as the packaged postgres user.
         user = "postgres" if os.geteuid() == 0 else None
+        bin_dir = _postgres_bin()
         if not (pg_dir / "PG_VERSION").exists():
             pg_dir.mkdir(parents=True, exist_ok=True)
             if user:
                 shutil.chown(pg_dir, user, user)
             subprocess.run(
-                [str(PG_BIN / "initdb"), "-D", str(pg_dir), "-U", DB_USER, "--auth=trust",
+                [str(bin_dir / "initdb"), "-D", str(pg_dir), "-U", DB_USER, "--auth=trust",
                  "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"],
                 check=True, capture_output=True, user=user,
             )
         service = self._spawn(
             "postgres",
-            [str(PG_BIN / "postgres"), "-D", str(pg_dir), "-p", str(self.postgres_port),
+            [str(bin_dir / "postgres"), "-D", str(pg_dir), "-p", str(self.postgres_port),
              "-c", "listen_addresses=127.0.0.1", "-c", f"unix_socket_directories={pg_dir}",
              "-c", "max_connections=300"],
             user=user,

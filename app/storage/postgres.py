@@ -46,21 +46,20 @@ WITH counter AS (
 SELECT first_offset, pg_notify(%(channel)s, %(topic_id)s::text) FROM counter
 """
 
-READ = """
-SELECT event_offset, payload FROM log_events
-WHERE topic_id = %s AND partition = %s AND event_offset > %s
-ORDER BY event_offset LIMIT %s
+# Offsets are gap-free above a partition's purged prefix, so "the next `limit`
+# events" is the range (after, after + limit]: a bounded index range whatever
+# plan the statistics lead to.
+READ_RANGE = """
+SELECT %s, event_offset, payload FROM log_events
+WHERE topic_id = %s AND partition = %s AND event_offset > %s AND event_offset <= %s
+ORDER BY event_offset
 """
 
-READ_MANY = """
-SELECT p.partition, e.event_offset, e.payload
-FROM unnest(%(partitions)s::integer[], %(positions)s::bigint[]) AS p (partition, after)
-CROSS JOIN LATERAL (
-    SELECT event_offset, payload FROM log_events
-    WHERE topic_id = %(topic_id)s AND partition = p.partition AND event_offset > p.after
-    ORDER BY event_offset LIMIT %(limit)s
-) e
-ORDER BY array_position(%(partitions)s::integer[], p.partition), e.event_offset
+OLDEST = """
+SELECT p.partition, min(e.event_offset)
+FROM unnest(%s::integer[]) AS p (partition)
+LEFT JOIN log_events e ON e.topic_id = %s AND e.partition = p.partition
+GROUP BY p.partition
 """
 
 BOUNDS = """
@@ -212,12 +211,33 @@ class PostgresEngine:
         self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
     ) -> list[StoredEvent]:
         topic_id = self._topic_id(topic)
+        positions = {partition: after}
+        return self._fetch_or_wait(
+            topic_id, lambda: self._read_many(topic_id, positions, limit), wait)
 
-        def fetch() -> list[StoredEvent]:
-            rows = self._query(READ, (topic_id, partition, after, limit))
-            return [StoredEvent(partition, offset, bytes(payload)) for offset, payload in rows]
+    def _read_many(self, topic_id: int, positions: dict[int, int], limit: int
+                   ) -> list[StoredEvent]:
+        """Up to ``limit`` events after the positions, partitions in the dict's order.
 
-        return self._fetch_or_wait(topic_id, fetch, wait)
+        One UNION ALL statement with an outer LIMIT: PostgreSQL stops reading
+        partitions once it has enough. When nothing comes back, a position may
+        lie inside a purged prefix; such positions move up to the oldest event."""
+        for attempt in range(2):
+            query = " UNION ALL ".join([f"({READ_RANGE})"] * len(positions)) + " LIMIT %s"
+            params: list = []
+            for partition, after in positions.items():
+                params += [partition, topic_id, partition, after, after + limit]
+            rows = self._query(query, [*params, limit])
+            if rows or attempt:
+                break
+            moved = False
+            for partition, oldest in self._query(OLDEST, (list(positions), topic_id)):
+                if oldest is not None and oldest - 1 > positions[partition]:
+                    positions[partition] = oldest - 1
+                    moved = True
+            if not moved:
+                break
+        return [StoredEvent(p, offset, bytes(payload)) for p, offset, payload in rows]
 
     def _fetch_or_wait(self, topic_id: int, fetch, wait: float) -> list[StoredEvent]:
         events = fetch()
@@ -310,15 +330,12 @@ class PostgresReader:
             return []
 
         def fetch() -> list[StoredEvent]:
-            rows = self._engine._query(READ_MANY, {
-                "partitions": self._order,
-                "positions": [self._positions[p] for p in self._order],
-                "topic_id": self._topic_id,
-                "limit": max_events,
-            })
-            return [StoredEvent(p, offset, bytes(payload)) for p, offset, payload in rows]
+            ordered = {p: self._positions[p] for p in self._order}
+            events = self._engine._read_many(self._topic_id, ordered, max_events)
+            self._positions.update(ordered)  # skips over a purged prefix stick
+            return events
 
-        events = self._engine._fetch_or_wait(self._topic_id, fetch, timeout)[:max_events]
+        events = self._engine._fetch_or_wait(self._topic_id, fetch, timeout)
         for event in events:
             self._positions[event.partition] = event.offset
         # The next poll starts with the partition after the first one served now.

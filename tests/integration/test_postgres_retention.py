@@ -49,3 +49,27 @@ def test_a_fully_expired_partition_reports_empty_bounds_after_its_last_offset(
         assert postgres_engine.bounds(topic) == [PartitionBounds(0, 3, 2)]
     finally:
         postgres_engine.delete_topic(topic)
+
+
+def test_purge_runs_in_one_process_at_a_time(settings, postgres_engine, pool):
+    from app.services import Services
+    from workers.retention import LOCK_KEY, purge_once
+
+    topic = f"retention-{uuid.uuid4().hex[:8]}"
+    postgres_engine.create_topic(topic, partitions=1, retention_ms=60_000)
+    services = Services(settings)
+    try:
+        postgres_engine.append(topic, 0, [b"{}"] * 2)
+        pool.execute(
+            "UPDATE log_events SET appended_at = now() - interval '2 minutes'"
+            " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
+        with pool.connection() as holder, holder.cursor() as cursor:
+            cursor.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
+            assert purge_once(services) == 0, "another process holds the lock"
+            cursor.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
+            holder.commit()
+        assert purge_once(services) >= 2
+        assert postgres_engine.bounds(topic) == [PartitionBounds(0, 2, 1)]
+    finally:
+        services.close()
+        postgres_engine.delete_topic(topic)

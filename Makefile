@@ -1,0 +1,35 @@
+# `make run` and `make test` work on a fresh machine: they install what is missing first.
+VENV ?= .venv
+PYTHON := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: setup system-packages run test lint migrate bench-storage
+
+setup: system-packages $(STAMP)
+
+system-packages:
+	@bash deploy/install-system-packages.sh
+
+$(STAMP): setup.cfg
+	python3 -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e '.[local,test]'
+	touch $(STAMP)
+
+## Start PostgreSQL, ZooKeeper, the Kafka-protocol broker and the API on :8080.
+run: setup
+	$(PYTHON) -m deploy.localstack run
+
+## The whole test suite, on real services started for the session.
+test: setup
+	$(PYTHON) -m pytest
+
+lint: setup
+	$(VENV)/bin/ruff check .
+
+## Apply SQL migrations to NAKADI_DATABASE_URL.
+migrate: setup
+	$(PYTHON) -m sql.migrate
+
+bench-storage: setup
+	$(PYTHON) tests/benchmarks/bench_storage.py
