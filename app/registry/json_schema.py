@@ -1,0 +1,198 @@
+"""Reading and inspecting the JSON Schema (draft 4) documents that event types carry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, NoReturn
+
+from jsonschema import Draft4Validator
+from jsonschema.exceptions import best_match
+from referencing import Registry
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT4
+
+if TYPE_CHECKING:  # referencing does not export the type at its top level
+    from referencing._core import Resolver
+
+# Deeper documents are refused: validation and the checks here recurse once per level.
+MAX_NESTING = 100
+DRAFT4_URIS = frozenset(
+    {
+        "http://json-schema.org/draft-04/schema#",
+        "http://json-schema.org/draft-04/schema",
+        "https://json-schema.org/draft-04/schema#",
+        "https://json-schema.org/draft-04/schema",
+    }
+)
+
+# Draft 4 keywords whose value is a schema, a list of schemas, or a map of name -> schema.
+_SCHEMA_KEYWORDS = ("additionalItems", "additionalProperties", "items", "not")
+_SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "items")
+_SCHEMA_MAP_KEYWORDS = ("definitions", "properties", "patternProperties", "dependencies")
+_META_SCHEMA_VALIDATOR = Draft4Validator(
+    Draft4Validator.META_SCHEMA, format_checker=Draft4Validator.FORMAT_CHECKER
+)
+
+
+class SchemaTextInvalid(ValueError):
+    """The schema text is not a JSON object; the message says why."""
+
+
+def _refuse_constant(name: str) -> NoReturn:
+    raise SchemaTextInvalid(f"{name} is not valid JSON")
+
+
+def _nesting(value: Any) -> int:
+    depth, level = 0, [value]
+    while level:
+        depth += 1
+        if depth > MAX_NESTING:
+            return depth
+        following: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                following.extend(item.values())
+            elif isinstance(item, list):
+                following.extend(item)
+        level = following
+    return depth - 1
+
+
+def parse_schema_text(text: str) -> dict[str, Any]:
+    """The JSON object held by `text`; raises SchemaTextInvalid saying what is wrong."""
+    try:
+        document = json.loads(text, parse_constant=_refuse_constant)
+    except SchemaTextInvalid:
+        raise
+    except RecursionError:
+        raise SchemaTextInvalid(f"is nested more than {MAX_NESTING} levels deep") from None
+    except ValueError as error:
+        raise SchemaTextInvalid(f"is not valid JSON ({error})") from None
+    if not isinstance(document, dict):
+        raise SchemaTextInvalid("must be a JSON object holding a JSON Schema")
+    if _nesting(document) > MAX_NESTING:
+        raise SchemaTextInvalid(f"is nested more than {MAX_NESTING} levels deep")
+    return document
+
+
+def pointer(path: tuple[str | int, ...] | list[str | int]) -> str:
+    """A JSON pointer fragment (`#/properties/a~1b`) for the given path."""
+    escaped = (str(part).replace("~", "~0").replace("/", "~1") for part in path)
+    return "#/" + "/".join(escaped) if path else "#"
+
+
+def subschemas(node: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any]]]:
+    """The direct subschemas of `node`, each with its path relative to `node`."""
+    for keyword in _SCHEMA_KEYWORDS:
+        child = node.get(keyword)
+        if isinstance(child, dict):
+            yield (keyword,), child
+    for keyword in _SCHEMA_LIST_KEYWORDS:
+        children = node.get(keyword)
+        if isinstance(children, list):
+            for index, child in enumerate(children):
+                if isinstance(child, dict):
+                    yield (keyword, index), child
+    for keyword in _SCHEMA_MAP_KEYWORDS:
+        children = node.get(keyword)
+        if isinstance(children, dict):
+            for name, child in children.items():
+                if isinstance(child, dict):
+                    yield (keyword, name), child
+
+
+def walk(
+    schema: Mapping[str, Any], path: tuple[str | int, ...] = ()
+) -> Iterator[tuple[tuple[str | int, ...], Mapping[str, Any]]]:
+    """Every schema inside `schema` (itself included) with its path, depth first.
+
+    Only schema positions are visited, so `{"enum": [{"not": 1}]}` holds no `not` keyword.
+    """
+    yield path, schema
+    for relative, child in subschemas(schema):
+        yield from walk(child, path + relative)
+
+
+def meta_schema_problem(schema: Mapping[str, Any]) -> str | None:
+    """Why `schema` is not a valid draft 4 schema (checked against the meta-schema), or None."""
+    declared = schema.get("$schema")
+    if declared is not None and declared not in DRAFT4_URIS:
+        return f"$schema must be the draft 4 meta-schema ({declared!r} is not supported)"
+    error = best_match(_META_SCHEMA_VALIDATOR.iter_errors(schema))
+    if error is None:
+        return None
+    return f"is not a valid JSON Schema (draft 4): at {pointer(list(error.absolute_path))}: " + (
+        error.message
+    )
+
+
+def resolver_for(schema: Mapping[str, Any]) -> Resolver[Any]:
+    """A resolver rooted at `schema`; it knows no remote documents and never fetches any."""
+    resource = DRAFT4.create_resource(schema)
+    return Registry().with_resource(resource.id() or "", resource).resolver(resource.id() or "")
+
+
+def unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
+    """Every `$ref` in `schema` that does not resolve inside the document, as `ref at #/path`."""
+    problems: list[str] = []
+
+    def visit(
+        node: Mapping[str, Any], path: tuple[str | int, ...], resolver: Resolver[Any]
+    ) -> None:
+        resolver = resolver.in_subresource(DRAFT4.create_resource(node))
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            try:
+                resolver.lookup(ref)
+            except Unresolvable:
+                problems.append(f"{ref!r} at {pointer(path)}")
+        for relative, child in subschemas(node):
+            visit(child, path + relative, resolver)
+
+    visit(schema, (), resolver_for(schema))
+    return problems
+
+
+def has_field(schema: Mapping[str, Any], dotted_path: str) -> bool:
+    """Whether the dot-separated field path (`order.id`) is declared by `schema`.
+
+    A field is declared when every step is a key of `properties`, following `$ref`s and looking
+    into `allOf`/`anyOf`/`oneOf` branches.
+    """
+    parts = dotted_path.split(".")
+    if not dotted_path or any(not part for part in parts):
+        return False
+    return _declares(schema, parts, resolver_for(schema), budget=[256])
+
+
+def _declares(
+    node: Mapping[str, Any], parts: list[str], resolver: Resolver[Any], budget: list[int]
+) -> bool:
+    budget[0] -= 1
+    if budget[0] < 0:  # guards against $ref cycles
+        return False
+    resolver = resolver.in_subresource(DRAFT4.create_resource(node))
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        try:
+            resolved = resolver.lookup(ref)
+        except Unresolvable:
+            return False
+        return isinstance(resolved.contents, dict) and _declares(
+            resolved.contents, parts, resolved.resolver, budget
+        )
+    if not parts:
+        return True
+    properties = node.get("properties")
+    if isinstance(properties, dict):
+        child = properties.get(parts[0])
+        if isinstance(child, dict) and _declares(child, parts[1:], resolver, budget):
+            return True
+    for keyword in ("allOf", "anyOf", "oneOf"):
+        branches = node.get(keyword)
+        if isinstance(branches, list):
+            for branch in branches:
+                if isinstance(branch, dict) and _declares(branch, parts, resolver, budget):
+                    return True
+    return False

@@ -1,0 +1,284 @@
+"""Effective schemas per category and mode, event validation with formats, and the cache."""
+
+import copy
+import json
+
+import pytest
+
+from app.registry.effective_schema import (
+    DATA_SCHEMA_ID,
+    MAX_ERROR_LENGTH,
+    EventValidator,
+    ValidatorCache,
+    effective_schema,
+)
+
+EID = "d765de34-09c0-4bbb-8b1e-7160a33a0791"
+OCCURRED_AT = "2016-03-15T23:47:15+01:00"
+METADATA = {"eid": EID, "occurred_at": OCCURRED_AT}
+ORDER_SCHEMA = {
+    "properties": {
+        "order_number": {"type": "string"},
+        "customer": {"type": "object", "properties": {"id": {"type": "string"}}},
+        "lines": {"type": "array", "items": [{"type": "string"}, {"type": "integer"}]},
+    },
+    "required": ["order_number"],
+}
+
+
+def event_type(category="business", mode="forward", schema=None, **changes):
+    document = ORDER_SCHEMA if schema is None else schema
+    result = {
+        "name": "acme.order-received",
+        "category": category,
+        "compatibility_mode": mode,
+        "cleanup_policy": "delete",
+        "schema": {"type": "json_schema", "schema": json.dumps(document), "version": "1.0.0"},
+    }
+    result.update(changes)
+    return result
+
+
+def error_for(et, event):
+    return EventValidator(effective_schema(et)).error_for(event)
+
+
+def test_business_effective_schema_adds_metadata_to_the_custom_properties():
+    schema = effective_schema(event_type())
+    assert schema["type"] == "object"
+    assert set(schema["properties"]) == {"order_number", "customer", "lines", "metadata"}
+    assert schema["required"] == ["order_number", "metadata"]
+    metadata = schema["properties"]["metadata"]
+    assert metadata["required"] == ["eid", "occurred_at"]
+    assert metadata["properties"]["eid"] == {"type": "string", "format": "uuid"}
+    assert metadata["properties"]["occurred_at"] == {"type": "string", "format": "date-time"}
+
+
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        ({"order_number": "1", "metadata": METADATA}, None),
+        ({"order_number": "1", "metadata": METADATA, "extra": 1}, None),
+        ({"order_number": "1"}, "#: 'metadata' is a required property"),
+        (
+            {"order_number": "1", "metadata": {"eid": EID}},
+            "#/metadata: 'occurred_at' is a required",
+        ),
+        (
+            {"order_number": "1", "metadata": {**METADATA, "eid": "not-a-uuid"}},
+            "#/metadata/eid: 'not-a-uuid' is not a 'uuid'",
+        ),
+        (
+            {"order_number": "1", "metadata": {**METADATA, "occurred_at": "yesterday"}},
+            "#/metadata/occurred_at: 'yesterday' is not a 'date-time'",
+        ),
+        (
+            {"order_number": "1", "metadata": {**METADATA, "event_type": "acme.other"}},
+            "#/metadata/event_type: 'acme.other' is not one of ['acme.order-received']",
+        ),
+        (
+            {"order_number": "1", "metadata": {**METADATA, "parent_eids": ["nope"]}},
+            "#/metadata/parent_eids/0: 'nope' is not a 'uuid'",
+        ),
+        ({"order_number": 1, "metadata": METADATA}, "#/order_number: 1 is not of type 'string'"),
+        ([], "#: [] is not of type 'object'"),
+    ],
+)
+def test_business_events_are_validated_with_formats(event, error):
+    found = error_for(event_type(), event)
+    assert found == error if error is None else found.startswith(error), found
+
+
+def test_data_effective_schema_wraps_the_custom_schema_in_data():
+    schema = effective_schema(event_type("data"))
+    assert schema["required"] == ["data", "metadata", "data_type", "data_op"]
+    assert schema["properties"]["data_op"] == {"type": "string", "enum": ["C", "U", "D", "S"]}
+    data = schema["properties"]["data"]
+    assert data["type"] == "object"
+    assert data["properties"] == ORDER_SCHEMA["properties"]
+
+
+@pytest.mark.parametrize(
+    ("event", "error"),
+    [
+        (
+            {
+                "metadata": METADATA,
+                "data_type": "order",
+                "data_op": "C",
+                "data": {"order_number": "1"},
+            },
+            None,
+        ),
+        (
+            {
+                "metadata": METADATA,
+                "data_type": "order",
+                "data_op": "X",
+                "data": {"order_number": "1"},
+            },
+            "#/data_op: 'X' is not one of ['C', 'U', 'D', 'S']",
+        ),
+        (
+            {"metadata": METADATA, "data_type": "order", "data_op": "C", "data": {}},
+            "#/data: 'order_number' is a required property",
+        ),
+        (
+            {"metadata": METADATA, "data_type": "order", "data_op": "C", "data": "x"},
+            "#/data: 'x' is not of type 'object'",
+        ),
+        ({"metadata": METADATA, "data_op": "C", "data": {"order_number": "1"}}, "#: 'data_type'"),
+    ],
+)
+def test_data_events_are_validated(event, error):
+    found = error_for(event_type("data"), event)
+    assert found == error if error is None else found.startswith(error), found
+
+
+def test_references_inside_a_data_schema_keep_pointing_at_its_own_root():
+    document = {
+        "definitions": {"positive": {"type": "integer", "minimum": 1}},
+        "properties": {"quantity": {"$ref": "#/definitions/positive"}},
+    }
+    et = event_type("data", schema=document)
+    assert effective_schema(et)["properties"]["data"]["id"] == DATA_SCHEMA_ID
+    base = {"metadata": METADATA, "data_type": "order", "data_op": "U"}
+    assert error_for(et, {**base, "data": {"quantity": 2}}) is None
+    assert error_for(et, {**base, "data": {"quantity": 0}}) == (
+        "#/data/quantity: 0 is less than the minimum of 1"
+    )
+
+
+def test_undefined_effective_schema_is_the_custom_schema():
+    assert effective_schema(event_type("undefined")) == ORDER_SCHEMA
+    assert error_for(event_type("undefined"), {"order_number": "1"}) is None
+    assert error_for(event_type("undefined"), {}) == "#: 'order_number' is a required property"
+
+
+@pytest.mark.parametrize("category", ["business", "data", "undefined"])
+def test_compatible_mode_accepts_no_undeclared_properties(category):
+    et = event_type(category, mode="compatible")
+    order = {"order_number": "1", "customer": {"id": "c"}, "lines": ["a", 1]}
+    if category == "business":
+        event = {**order, "metadata": METADATA}
+    elif category == "data":
+        event = {"metadata": METADATA, "data_type": "o", "data_op": "C", "data": order}
+    else:
+        event = order
+    assert error_for(et, event) is None
+    prefix = "#/data" if category == "data" else "#"
+
+    def changed(change):
+        broken = copy.deepcopy(event)
+        change(broken["data"] if category == "data" else broken)
+        return broken
+
+    assert "('surprise' was unexpected)" in error_for(et, changed(lambda e: e.update(surprise=1)))
+    nested = error_for(et, changed(lambda e: e["customer"].update(surprise=1)))
+    assert nested.startswith(f"{prefix}/customer: Additional properties are not allowed")
+    extra_item = error_for(et, changed(lambda e: e["lines"].append(2)))
+    assert extra_item.startswith(f"{prefix}/lines: Additional items are not allowed")
+    if category != "undefined":
+        envelope = {**event, "metadata": {**METADATA, "span_ctx": {"trace": "1"}}}
+        assert error_for(et, envelope) is None
+
+
+@pytest.mark.parametrize("category", ["business", "data", "undefined"])
+def test_forward_and_none_modes_accept_undeclared_properties(category):
+    for mode in ("forward", "none"):
+        et = event_type(category, mode=mode)
+        schema = json.dumps(effective_schema(et))
+        assert 'additionalProperties": false' not in schema
+
+
+def test_compatible_mode_reaches_definitions_and_composed_schemas():
+    document = {
+        "definitions": {"thing": {"properties": {"x": {}}}},
+        "properties": {"a": {"anyOf": [{"type": "object"}, {"type": "string"}]}},
+    }
+    schema = effective_schema(event_type("undefined", mode="compatible", schema=document))
+    assert schema["additionalProperties"] is False
+    assert schema["definitions"]["thing"]["additionalProperties"] is False
+    assert schema["properties"]["a"]["anyOf"][0]["additionalProperties"] is False
+    assert "additionalProperties" not in schema["properties"]["a"]["anyOf"][1]
+
+
+def test_compact_cleanup_requires_a_compaction_key():
+    et = event_type(cleanup_policy="compact")
+    assert error_for(et, {"order_number": "1", "metadata": METADATA}).startswith(
+        "#/metadata: 'partition_compaction_key' is a required property"
+    )
+    event = {"order_number": "1", "metadata": {**METADATA, "partition_compaction_key": "k"}}
+    assert error_for(et, event) is None
+
+
+def test_effective_schema_leaves_its_inputs_alone():
+    custom = copy.deepcopy(ORDER_SCHEMA)
+    et = event_type("business", mode="compatible")
+    before = copy.deepcopy(et)
+    effective_schema(et, custom)
+    assert custom == ORDER_SCHEMA
+    assert et == before
+
+
+def test_effective_schema_of_an_older_version():
+    older = {"properties": {"legacy": {"type": "string"}}}
+    schema = effective_schema(event_type(), older)
+    assert set(schema["properties"]) == {"legacy", "metadata"}
+
+
+def test_long_error_messages_are_cut():
+    et = event_type("undefined", schema={"properties": {"a": {"type": "string"}}})
+    error = error_for(et, {"a": ["x" * 1000]})
+    assert len(error) <= len("#/a: ") + MAX_ERROR_LENGTH
+    assert error.endswith("...")
+
+
+def test_an_event_nested_too_deeply_is_an_error_not_a_crash():
+    et = event_type("undefined", schema={"properties": {"child": {"$ref": "#"}}})
+    event: dict = {}
+    for _ in range(5000):
+        event = {"child": event}
+    assert error_for(et, event) == "#: the event is nested too deeply to be validated"
+
+
+def test_the_cache_compiles_once_per_version():
+    cache = ValidatorCache()
+    et = event_type()
+    first = cache.validator_for(et)
+    assert cache.validator_for(copy.deepcopy(et)) is first
+    newer = copy.deepcopy(et)
+    newer["schema"]["version"] = "1.1.0"
+    assert cache.validator_for(newer) is not first
+    assert len(cache) == 2
+
+
+def test_the_cache_rebuilds_when_what_the_schema_depends_on_changed():
+    cache = ValidatorCache()
+    et = event_type()
+    first = cache.validator_for(et)
+    upgraded = {**et, "compatibility_mode": "compatible"}
+    strict = cache.validator_for(upgraded)
+    assert strict is not first
+    assert strict.error_for({"order_number": "1", "metadata": METADATA, "x": 1}) is not None
+    recreated = copy.deepcopy(et)
+    recreated["schema"]["schema"] = json.dumps({"properties": {"other": {"type": "string"}}})
+    assert cache.validator_for(recreated).error_for({"metadata": METADATA}) is None
+
+
+def test_the_cache_evicts_the_least_recently_used_and_forgets_on_request():
+    cache = ValidatorCache(max_entries=2)
+    a, b, c = (event_type(name=name) for name in ("a", "b", "c"))
+    validator_a = cache.validator_for(a)
+    cache.validator_for(b)
+    assert cache.validator_for(a) is validator_a  # a is now the most recently used
+    cache.validator_for(c)
+    assert len(cache) == 2
+    assert cache.validator_for(a) is validator_a
+    cache.forget("a")
+    assert cache.validator_for(a) is not validator_a
+
+
+def test_the_cache_needs_room_for_one():
+    with pytest.raises(ValueError, match="max_entries"):
+        ValidatorCache(max_entries=0)

@@ -1,0 +1,179 @@
+"""Reading and inspecting the JSON Schema documents event types carry."""
+
+import pytest
+
+from app.registry.json_schema import (
+    SchemaTextInvalid,
+    has_field,
+    meta_schema_problem,
+    parse_schema_text,
+    pointer,
+    unresolvable_refs,
+    walk,
+)
+
+
+def test_parse_schema_text_returns_the_object():
+    assert parse_schema_text('{"type": "object"}') == {"type": "object"}
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [
+        ("", "is not valid JSON"),
+        ("{", "is not valid JSON"),
+        ('"schema"', "must be a JSON object"),
+        ("[]", "must be a JSON object"),
+        ('{"maximum": Infinity}', "Infinity is not valid JSON"),
+        ('{"a": ' * 101 + "1" + "}" * 101, "nested more than 100 levels"),
+        ("[" * 50_000 + "]" * 50_000, "nested more than 100 levels"),
+    ],
+)
+def test_parse_schema_text_says_what_is_wrong(text, reason):
+    with pytest.raises(SchemaTextInvalid, match=reason):
+        parse_schema_text(text)
+
+
+def test_pointer_escapes_json_pointer_characters():
+    assert pointer([]) == "#"
+    assert pointer(["properties", "a/b~c", 0]) == "#/properties/a~1b~0c/0"
+
+
+def test_walk_visits_schema_positions_only():
+    schema = {
+        "properties": {"a": {"items": [{"not": {}}]}},
+        "enum": [{"not": 1}],
+        "default": {"properties": {}},
+        "dependencies": {"a": ["b"], "c": {"title": "x"}},
+    }
+    paths = [path for path, _ in walk(schema)]
+    assert paths == [
+        (),
+        ("properties", "a"),
+        ("properties", "a", "items", 0),
+        ("properties", "a", "items", 0, "not"),
+        ("dependencies", "c"),
+    ]
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        {},
+        {"additionalProperties": True},
+        {"$schema": "http://json-schema.org/draft-04/schema#", "type": "object"},
+        {"properties": {"a": {"type": ["string", "null"], "pattern": "^[a-z]+$"}}},
+    ],
+)
+def test_valid_draft4_schemas_have_no_problem(schema):
+    assert meta_schema_problem(schema) is None
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"type": "text"}, "at #/type: 'text' is not valid under any of the given schemas"),
+        ({"required": []}, "at #/required: [] should be non-empty"),
+        ({"properties": {"a": {"minimum": "1"}}}, "at #/properties/a/minimum: '1' is not of type"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#"}, "$schema must be the draft 4"),
+    ],
+)
+def test_invalid_schemas_are_explained(schema, problem):
+    assert problem in meta_schema_problem(schema)
+
+
+def test_refs_that_resolve_inside_the_document_are_fine():
+    schema = {
+        "definitions": {"a": {"type": "string"}, "b": {"$ref": "#/definitions/a"}},
+        "properties": {"x": {"$ref": "#/definitions/b"}, "self": {"$ref": "#"}},
+    }
+    assert unresolvable_refs(schema) == []
+
+
+def test_refs_follow_id_scopes():
+    schema = {
+        "properties": {
+            "inner": {
+                "id": "urn:example:inner",
+                "definitions": {"a": {"type": "string"}},
+                "properties": {"x": {"$ref": "#/definitions/a"}},
+            }
+        }
+    }
+    assert unresolvable_refs(schema) == []
+
+
+def test_refs_resolve_against_the_root_id():
+    schema = {
+        "id": "https://example.com/schemas/order.json",
+        "definitions": {"a": {"type": "string"}},
+        "properties": {
+            "x": {"$ref": "#/definitions/a"},
+            "y": {"$ref": "order.json#/definitions/a"},
+        },
+    }
+    assert unresolvable_refs(schema) == []
+    assert has_field(
+        {
+            **schema,
+            "properties": {"x": {"$ref": "#/definitions/o"}},
+            "definitions": {"o": {"properties": {"z": {}}}},
+        },
+        "x.z",
+    )
+
+
+def test_refs_that_do_not_resolve_are_listed():
+    schema = {
+        "properties": {
+            "a": {"$ref": "#/definitions/missing"},
+            "b": {"$ref": "http://example.com/schema.json"},
+            "c": {"$ref": "other.json#/x"},
+        }
+    }
+    assert unresolvable_refs(schema) == [
+        "'#/definitions/missing' at #/properties/a",
+        "'http://example.com/schema.json' at #/properties/b",
+        "'other.json#/x' at #/properties/c",
+    ]
+
+
+SCHEMA_WITH_FIELDS = {
+    "definitions": {"customer": {"properties": {"id": {"type": "string"}}}},
+    "properties": {
+        "order": {"properties": {"number": {"type": "string"}}},
+        "customer": {"$ref": "#/definitions/customer"},
+        "tree": {"$ref": "#"},
+    },
+    "oneOf": [{"properties": {"variant": {}}}],
+}
+
+
+@pytest.mark.parametrize(
+    ("path", "exists"),
+    [
+        ("order", True),
+        ("order.number", True),
+        ("customer.id", True),
+        ("variant", True),
+        ("tree.tree.order.number", True),
+        ("order.missing", False),
+        ("missing", False),
+        ("", False),
+        ("order.", False),
+        (".order", False),
+        ("definitions", False),
+        ("tree.tree.tree.tree.nope", False),
+    ],
+)
+def test_has_field(path, exists):
+    assert has_field(SCHEMA_WITH_FIELDS, path) is exists
+
+
+def test_has_field_survives_reference_cycles():
+    assert (
+        has_field(
+            {"definitions": {"a": {"$ref": "#/definitions/a"}}, "$ref": "#/definitions/a"}, "x"
+        )
+        is False
+    )
