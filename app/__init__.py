@@ -24,7 +24,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     register_problem_handlers(app)
     install_flow_id(app, logging.getLogger("nakadi.access"))
 
-    from app.api import health
+    from app.api import event_types, health, registry
 
-    app.register_blueprint(health.blueprint)
+    for module in (health, event_types, registry):
+        app.register_blueprint(module.blueprint)
     return app

@@ -10,6 +10,8 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 
+from app.registry.settings import RegistrySettings
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -21,6 +23,21 @@ class Settings:
     default_storage: str = "postgres"
     log_level: str = "INFO"
     retention_check_interval_s: float = 60.0
+    default_partitions: int = 1
+    max_partitions: int = 100
+    min_retention_ms: int = 10_800_000
+    max_retention_ms: int = 345_600_000
+    default_retention_ms: int = 345_600_000
+
+    def registry(self) -> RegistrySettings:
+        """The bounds event types are checked against."""
+        return RegistrySettings(
+            min_retention_time_ms=self.min_retention_ms,
+            max_retention_time_ms=self.max_retention_ms,
+            default_retention_time_ms=self.default_retention_ms,
+            default_partitions=self.default_partitions,
+            max_partitions=self.max_partitions,
+        )
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:

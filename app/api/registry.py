@@ -1,0 +1,19 @@
+"""``/registry``: the partition and enrichment strategies this installation offers."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, jsonify
+
+from app.registry.choices import ENRICHMENT_STRATEGIES, PARTITION_STRATEGIES
+
+blueprint = Blueprint("registry", __name__)
+
+
+@blueprint.get("/registry/partition-strategies")
+def partition_strategies() -> Response:
+    return jsonify(list(PARTITION_STRATEGIES))
+
+
+@blueprint.get("/registry/enrichment-strategies")
+def enrichment_strategies() -> Response:
+    return jsonify(list(ENRICHMENT_STRATEGIES))

@@ -1,0 +1,127 @@
+"""The ``event_types``, ``event_type_schemas`` and ``timelines`` tables.
+
+Event types are kept as the dicts the registry works with (``app.registry``);
+their schema versions are kept apart so the history can be listed.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+
+import psycopg2.extensions
+from psycopg2.extras import Json
+
+from app.repository.database import ConnectionPool
+
+
+@dataclass(frozen=True)
+class Timeline:
+    id: str
+    event_type: str
+    order: int
+    storage_id: str
+    topic: str
+    partitions: int
+
+
+class EventTypeExists(Exception):
+    """An event type of that name exists already."""
+
+
+def _version_key(version: str) -> tuple[int, int, int]:
+    major, minor, patch = (int(part) for part in version.split("."))
+    return major, minor, patch
+
+
+def _insert_schema(cursor: psycopg2.extensions.cursor, name: str, schema: dict) -> None:
+    cursor.execute(
+        "INSERT INTO event_type_schemas (event_type, major, minor, patch, document)"
+        " VALUES (%s, %s, %s, %s, %s)",
+        (name, *_version_key(schema["version"]), Json(schema)))
+
+
+def insert_event_type(pool: ConnectionPool, event_type: dict, storage_id: str, topic: str,
+                      partitions: int) -> Timeline:
+    """Store a new event type, its first schema version and its first timeline."""
+    name = event_type["name"]
+    timeline = Timeline(str(uuid.uuid4()), name, 1, storage_id, topic, partitions)
+    try:
+        with pool.transaction() as cursor:
+            cursor.execute("INSERT INTO event_types (name, document) VALUES (%s, %s)",
+                           (name, Json(event_type)))
+            _insert_schema(cursor, name, event_type["schema"])
+            cursor.execute(
+                "INSERT INTO timelines (id, event_type, timeline_order, storage_id, topic,"
+                " partitions, switched_at) VALUES (%s, %s, 1, %s, %s, %s, now())",
+                (timeline.id, name, storage_id, topic, partitions))
+    except psycopg2.errors.UniqueViolation:
+        raise EventTypeExists(name) from None
+    return timeline
+
+
+def update_event_type(pool: ConnectionPool, event_type: dict, new_schema_version: bool) -> None:
+    """Replace an event type's document, adding its schema to the history when new."""
+    with pool.transaction() as cursor:
+        cursor.execute(
+            "UPDATE event_types SET document = %s, updated_at = now() WHERE name = %s",
+            (Json(event_type), event_type["name"]))
+        if new_schema_version:
+            _insert_schema(cursor, event_type["name"], event_type["schema"])
+
+
+def get_event_type(pool: ConnectionPool, name: str) -> dict | None:
+    rows = pool.fetch_all("SELECT document FROM event_types WHERE name = %s", (name,))
+    return rows[0][0] if rows else None
+
+
+def list_event_types(pool: ConnectionPool) -> list[dict]:
+    return [row[0] for row in pool.fetch_all("SELECT document FROM event_types ORDER BY name")]
+
+
+def delete_event_type(pool: ConnectionPool, name: str) -> list[Timeline]:
+    """Delete an event type with its schemas and timelines; returns the timelines,
+    whose topics the caller removes from their storages."""
+    with pool.transaction() as cursor:
+        cursor.execute(
+            "SELECT id, event_type, timeline_order, storage_id, topic, partitions"
+            " FROM timelines WHERE event_type = %s ORDER BY timeline_order", (name,))
+        timelines = [Timeline(str(row[0]), *row[1:]) for row in cursor.fetchall()]
+        cursor.execute("DELETE FROM event_types WHERE name = %s", (name,))
+    return timelines
+
+
+def schema_versions(pool: ConnectionPool, name: str, offset: int, limit: int
+                    ) -> tuple[list[dict], int]:
+    """A page of an event type's schema versions, newest first, and how many there are."""
+    rows = pool.fetch_all(
+        "SELECT document, count(*) OVER () FROM event_type_schemas WHERE event_type = %s"
+        " ORDER BY major DESC, minor DESC, patch DESC OFFSET %s LIMIT %s",
+        (name, offset, limit))
+    if rows:
+        return [row[0] for row in rows], rows[0][1]
+    total = pool.fetch_all(
+        "SELECT count(*) FROM event_type_schemas WHERE event_type = %s", (name,))[0][0]
+    return [], total
+
+
+def schema_version(pool: ConnectionPool, name: str, version: str) -> dict | None:
+    """One schema version of an event type (``version`` is MAJOR.MINOR.PATCH)."""
+    rows = pool.fetch_all(
+        "SELECT document FROM event_type_schemas WHERE event_type = %s"
+        " AND (major, minor, patch) = (%s, %s, %s)", (name, *_version_key(version)))
+    return rows[0][0] if rows else None
+
+
+def active_timeline(pool: ConnectionPool, name: str) -> Timeline | None:
+    rows = pool.fetch_all(
+        "SELECT id, event_type, timeline_order, storage_id, topic, partitions FROM timelines"
+        " WHERE event_type = %s ORDER BY timeline_order DESC LIMIT 1", (name,))
+    return Timeline(str(rows[0][0]), *rows[0][1:]) if rows else None
+
+
+def default_storage_id(pool: ConnectionPool) -> str:
+    rows = pool.fetch_all("SELECT id FROM storages WHERE is_default")
+    if not rows:
+        raise LookupError("no default storage is set")
+    return rows[0][0]

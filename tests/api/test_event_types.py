@@ -1,0 +1,304 @@
+"""The event-type registry over HTTP, on each storage engine."""
+
+from __future__ import annotations
+
+import copy
+import json
+import uuid
+
+import pytest
+import requests
+
+from app.repository.event_types import active_timeline
+from app.repository.storages import get_storage
+from app.storage.engine import PartitionBounds, StorageError
+from app.storage.engines import build_engine
+from tests.api.test_server import assert_problem
+
+ORDER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "order_number": {"type": "string"},
+        "amount": {"type": "number"},
+    },
+    "required": ["order_number"],
+}
+
+
+def business_event_type(name: str | None = None, **overrides) -> dict:
+    body = {
+        "name": name or f"test.order-{uuid.uuid4().hex[:10]}",
+        "owning_application": "order-service",
+        "category": "business",
+        "enrichment_strategies": ["metadata_enrichment"],
+        "schema": {"type": "json_schema", "schema": json.dumps(ORDER_SCHEMA)},
+    }
+    body.update(overrides)
+    return body
+
+
+@pytest.fixture(params=["postgres", "kafka"])
+def default_storage(request, pool):
+    """Make each engine in turn the default storage, where new event types go."""
+    pool.execute("UPDATE storages SET is_default = (id = %s)", (request.param,))
+    yield request.param
+    pool.execute("UPDATE storages SET is_default = (id = 'postgres')")
+
+
+@pytest.fixture
+def created(base_url, default_storage):
+    body = business_event_type()
+    response = requests.post(base_url + "/event-types", json=body)
+    assert response.status_code == 201, response.text
+    yield body
+    requests.delete(f"{base_url}/event-types/{body['name']}")
+
+
+def engine_for(pool, storage_id):
+    return build_engine(get_storage(pool, storage_id), pool)
+
+
+def test_created_event_type_has_every_default_and_a_topic(base_url, created, pool,
+                                                          default_storage):
+    response = requests.get(f"{base_url}/event-types/{created['name']}")
+    assert response.status_code == 200
+    body = response.json()
+    assert body["name"] == created["name"]
+    assert body["partition_strategy"] == "random"
+    assert body["compatibility_mode"] == "forward"
+    assert body["cleanup_policy"] == "delete"
+    assert body["options"] == {"retention_time": 345600000}
+    assert body["partition_key_fields"] == []
+    assert body["schema"]["version"] == "1.0.0"
+    assert body["schema"]["schema"] == created["schema"]["schema"]
+    assert body["schema"]["created_at"].endswith("Z")
+    assert body["created_at"] == body["updated_at"]
+    timeline = active_timeline(pool, created["name"])
+    assert timeline.storage_id == default_storage
+    engine = engine_for(pool, default_storage)
+    try:
+        assert engine.bounds(timeline.topic) == [PartitionBounds(0, 0, -1)]
+    finally:
+        engine.close()
+
+
+def test_event_type_is_listed(base_url, created):
+    names = [et["name"] for et in requests.get(base_url + "/event-types").json()]
+    assert created["name"] in names
+
+
+def test_duplicate_name_is_a_409(base_url, created):
+    body = assert_problem(requests.post(base_url + "/event-types", json=created), 409)
+    assert created["name"] in body["detail"]
+
+
+def test_unknown_event_type_is_a_404(base_url):
+    for method in (requests.get, requests.put, requests.delete):
+        body = assert_problem(method(base_url + "/event-types/no.such-type", json={}), 404)
+        assert "no.such-type" in body["detail"]
+
+
+def test_partition_count_follows_default_statistic(base_url, pool, default_storage):
+    body = business_event_type(default_statistic={
+        "messages_per_minute": 1000, "message_size": 200,
+        "read_parallelism": 2, "write_parallelism": 4})
+    assert requests.post(base_url + "/event-types", json=body).status_code == 201
+    try:
+        timeline = active_timeline(pool, body["name"])
+        assert timeline.partitions == 4
+        engine = engine_for(pool, default_storage)
+        try:
+            assert len(engine.bounds(timeline.topic)) == 4
+        finally:
+            engine.close()
+    finally:
+        requests.delete(f"{base_url}/event-types/{body['name']}")
+
+
+def test_delete_removes_event_type_schemas_and_topic(base_url, pool, default_storage):
+    body = business_event_type()
+    assert requests.post(base_url + "/event-types", json=body).status_code == 201
+    topic = active_timeline(pool, body["name"]).topic
+    assert requests.delete(f"{base_url}/event-types/{body['name']}").status_code == 200
+    assert_problem(requests.get(f"{base_url}/event-types/{body['name']}"), 404)
+    assert_problem(requests.get(f"{base_url}/event-types/{body['name']}/schemas"), 404)
+    assert pool.fetch_all("SELECT count(*) FROM event_type_schemas WHERE event_type = %s",
+                          (body["name"],)) == [(0,)]
+    engine = engine_for(pool, default_storage)
+    try:
+        with pytest.raises(StorageError):
+            engine.bounds(topic)
+    finally:
+        engine.close()
+    # The name is free again.
+    assert requests.post(base_url + "/event-types", json=body).status_code == 201
+    requests.delete(f"{base_url}/event-types/{body['name']}")
+
+
+# -- validation over HTTP: one bad input per rule, each answered 422 naming the field --------
+
+def _with_schema(schema: dict, **overrides) -> dict:
+    return business_event_type(schema={"type": "json_schema", "schema": json.dumps(schema)},
+                               **overrides)
+
+
+INVALID = [
+    ({"name": "1starts-with-digit"}, "name"),
+    ({"name": "has space"}, "name"),
+    ({"name": "x" * 256}, "name"),
+    ({"owning_application": None}, "owning_application"),
+    ({"category": "gossip"}, "category"),
+    ({"partition_strategy": "round_robin"}, "partition_strategy"),
+    ({"enrichment_strategies": ["magic"]}, "enrichment_strategies[0]"),
+    ({"enrichment_strategies": []}, "enrichment_strategies"),
+    ({"category": "undefined"}, "enrichment_strategies"),
+    ({"schema": {"type": "avro_schema", "schema": "{}"}}, "schema.type"),
+    ({"schema": {"type": "json_schema", "schema": "{not json"}}, "schema.schema"),
+    ({"schema": {"type": "json_schema", "schema": '{"type": "object", "required": "x"}'}},
+     "schema.schema"),
+    ({"schema": {"type": "json_schema",
+                 "schema": '{"properties": {"a": {"$ref": "#/definitions/missing"}}}'}},
+     "schema.schema"),
+    ({"partition_strategy": "hash"}, "partition_key_fields"),
+    ({"partition_strategy": "hash", "partition_key_fields": ["no_such_field"]},
+     "partition_key_fields[0]"),
+    ({"partition_key_fields": ["order_number"]}, "partition_key_fields"),
+    ({"compatibility_mode": "compatible",
+      "schema": {"type": "json_schema",
+                 "schema": '{"type": "object", "additionalProperties": {"type": "string"}}'}},
+     "schema.schema"),
+    ({"schema": {"type": "json_schema",
+                 "schema": '{"type": "object", "properties": {"metadata": {}}}'}},
+     "schema.schema"),
+    ({"cleanup_policy": "shred"}, "cleanup_policy"),
+    ({"category": "undefined", "enrichment_strategies": [], "cleanup_policy": "compact"},
+     "cleanup_policy"),
+    ({"audience": "everyone"}, "audience"),
+    ({"ordering_key_fields": ["not_there"]}, "ordering_key_fields[0]"),
+    ({"options": {"retention_time": 1000}}, "options.retention_time"),
+    ({"default_statistic": {"messages_per_minute": 0, "message_size": 1,
+                            "read_parallelism": 1, "write_parallelism": 1}},
+     "default_statistic.messages_per_minute"),
+    ({"authorization": {"admins": [], "readers": [{"data_type": "user", "value": "a"}],
+                        "writers": [{"data_type": "user", "value": "a"}]}},
+     "authorization.admins"),
+    ({"authorization": {"admins": [{"data_type": "user"}],
+                        "readers": [{"data_type": "user", "value": "a"}],
+                        "writers": [{"data_type": "user", "value": "a"}]}},
+     "authorization.admins[0].value"),
+    ({"surprise": True}, "surprise"),
+]
+
+
+@pytest.mark.parametrize(("overrides", "field"), INVALID)
+def test_invalid_event_type_is_a_422_naming_the_field(base_url, overrides, field):
+    body = business_event_type(**overrides)
+    if overrides.get("owning_application", "") is None:
+        del body["owning_application"]
+    problem = assert_problem(requests.post(base_url + "/event-types", json=body), 422)
+    assert f"{field}:" in problem["detail"]
+    assert requests.get(f"{base_url}/event-types/{body['name']}").status_code == 404
+
+
+def test_data_schema_describes_data_and_keys_are_relative_to_it(base_url):
+    body = _with_schema(ORDER_SCHEMA, category="data", partition_strategy="hash",
+                        partition_key_fields=["order_number"])
+    assert requests.post(base_url + "/event-types", json=body).status_code == 201
+    requests.delete(f"{base_url}/event-types/{body['name']}")
+    body = _with_schema(ORDER_SCHEMA, category="data", partition_strategy="hash",
+                        partition_key_fields=["data.order_number"])
+    problem = assert_problem(requests.post(base_url + "/event-types", json=body), 422)
+    assert "partition_key_fields" in problem["detail"]
+
+
+@pytest.mark.parametrize(("data", "content_type", "status"), [
+    ("[1, 2]", "application/json", 422),
+    ('"just a string"', "application/json", 422),
+    ("{broken", "application/json", 400),
+    ("name=x", "application/x-www-form-urlencoded", 415),
+])
+def test_malformed_bodies_are_clear_problems(base_url, data, content_type, status):
+    response = requests.post(base_url + "/event-types", data=data,
+                             headers={"Content-Type": content_type})
+    assert_problem(response, status)
+
+
+# -- updates, schema evolution, schema listing ---------------------------------------------
+
+def put(base_url, body) -> requests.Response:
+    return requests.put(f"{base_url}/event-types/{body['name']}", json=body)
+
+
+def test_schema_evolution_versions_and_history(base_url, created):
+    name = created["name"]
+    evolved = copy.deepcopy(created)
+    schema = copy.deepcopy(ORDER_SCHEMA)
+    schema["properties"]["note"] = {"type": "string"}
+    evolved["schema"]["schema"] = json.dumps(schema)
+    assert put(base_url, evolved).status_code == 200
+    assert requests.get(f"{base_url}/event-types/{name}").json()["schema"]["version"] == "1.1.0"
+
+    schema["description"] = "an order"
+    evolved["schema"]["schema"] = json.dumps(schema)
+    assert put(base_url, evolved).status_code == 200
+    current = requests.get(f"{base_url}/event-types/{name}").json()
+    assert current["schema"]["version"] == "1.1.1"
+    assert current["updated_at"] >= current["created_at"]
+
+    assert put(base_url, evolved).status_code == 200  # no change, no new version
+    listing = requests.get(f"{base_url}/event-types/{name}/schemas").json()
+    assert [item["version"] for item in listing["items"]] == ["1.1.1", "1.1.0", "1.0.0"]
+    assert listing["_links"] == {}
+    assert requests.get(f"{base_url}/event-types/{name}/schemas/latest").json()["version"] \
+        == "1.1.1"
+    first = requests.get(f"{base_url}/event-types/{name}/schemas/1.0.0").json()
+    assert first["schema"] == created["schema"]["schema"]
+    assert_problem(requests.get(f"{base_url}/event-types/{name}/schemas/7.0.0"), 404)
+    assert_problem(requests.get(f"{base_url}/event-types/{name}/schemas/newest"), 404)
+
+    page = requests.get(f"{base_url}/event-types/{name}/schemas?offset=1&limit=1").json()
+    assert [item["version"] for item in page["items"]] == ["1.1.0"]
+    assert page["_links"] == {
+        "prev": {"href": f"/event-types/{name}/schemas?offset=0&limit=1"},
+        "next": {"href": f"/event-types/{name}/schemas?offset=2&limit=1"},
+    }
+    for bad in ("limit=0", "limit=1001", "offset=-1", "limit=many"):
+        problem = assert_problem(
+            requests.get(f"{base_url}/event-types/{name}/schemas?{bad}"), 400)
+        assert bad.split("=")[0] in problem["detail"]
+
+
+def test_refused_changes_are_422_naming_the_change(base_url, created):
+    removed = copy.deepcopy(created)
+    schema = copy.deepcopy(ORDER_SCHEMA)
+    del schema["properties"]["amount"]
+    removed["schema"]["schema"] = json.dumps(schema)
+    problem = assert_problem(put(base_url, removed), 422)
+    assert "schema.schema" in problem["detail"] and "amount" in problem["detail"]
+
+    for field, value in [("category", "data"), ("cleanup_policy", "compact"),
+                         ("compatibility_mode", "none")]:
+        changed = dict(created, **{field: value})
+        problem = assert_problem(put(base_url, changed), 422)
+        assert f"{field}:" in problem["detail"]
+
+    renamed = dict(created, name="other.name")
+    problem = assert_problem(
+        requests.put(f"{base_url}/event-types/{created['name']}", json=renamed), 422)
+    assert "name" in problem["detail"]
+    got = requests.get(f"{base_url}/event-types/{created['name']}").json()
+    assert got["schema"]["version"] == "1.0.0" and got["category"] == "business"
+
+
+def test_compatibility_mode_moves_forward_to_compatible(base_url, created):
+    upgraded = dict(created, compatibility_mode="compatible")
+    assert put(base_url, upgraded).status_code == 200
+    got = requests.get(f"{base_url}/event-types/{created['name']}").json()
+    assert got["compatibility_mode"] == "compatible"
+
+
+def test_registry_lists_strategies(base_url):
+    assert requests.get(base_url + "/registry/partition-strategies").json() == [
+        "random", "hash", "user_defined"]
+    assert requests.get(base_url + "/registry/enrichment-strategies").json() == [
+        "metadata_enrichment"]
