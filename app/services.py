@@ -8,6 +8,7 @@ from kazoo.client import KazooClient
 from app.config import Settings
 from app.coordination.zookeeper import zookeeper_client
 from app.repository.database import ConnectionPool
+from app.repository.event_type_cache import EventTypeCache
 from app.storage.engines import Engines
 
 
@@ -16,6 +17,7 @@ class Services:
         self.settings = settings
         self.pool = ConnectionPool(settings.database_url, settings.database_pool_size)
         self.engines = Engines(self.pool)
+        self.event_types = EventTypeCache(self.pool)
         self._zookeeper: KazooClient | None = None
 
     @property
@@ -26,6 +28,7 @@ class Services:
         return self._zookeeper
 
     def close(self) -> None:
+        self.event_types.close()
         self.engines.close()
         if self._zookeeper is not None:
             self._zookeeper.stop()

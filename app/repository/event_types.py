@@ -25,6 +25,11 @@ class Timeline:
     partitions: int
 
 
+CHANGES_CHANNEL = "nakadi_event_types"
+NOTIFY_CHANGE = "SELECT pg_notify('nakadi_event_types', %s)"
+TIMELINE_COLUMNS = "id, event_type, timeline_order, storage_id, topic, partitions"
+
+
 class EventTypeExists(Exception):
     """An event type of that name exists already."""
 
@@ -55,6 +60,7 @@ def insert_event_type(pool: ConnectionPool, event_type: dict, storage_id: str, t
                 "INSERT INTO timelines (id, event_type, timeline_order, storage_id, topic,"
                 " partitions, switched_at) VALUES (%s, %s, 1, %s, %s, %s, now())",
                 (timeline.id, name, storage_id, topic, partitions))
+            cursor.execute(NOTIFY_CHANGE, (name,))
     except psycopg2.errors.UniqueViolation:
         raise EventTypeExists(name) from None
     return timeline
@@ -68,6 +74,7 @@ def update_event_type(pool: ConnectionPool, event_type: dict, new_schema_version
             (Json(event_type), event_type["name"]))
         if new_schema_version:
             _insert_schema(cursor, event_type["name"], event_type["schema"])
+        cursor.execute(NOTIFY_CHANGE, (event_type["name"],))
 
 
 def get_event_type(pool: ConnectionPool, name: str) -> dict | None:
@@ -84,10 +91,11 @@ def delete_event_type(pool: ConnectionPool, name: str) -> list[Timeline]:
     whose topics the caller removes from their storages."""
     with pool.transaction() as cursor:
         cursor.execute(
-            "SELECT id, event_type, timeline_order, storage_id, topic, partitions"
-            " FROM timelines WHERE event_type = %s ORDER BY timeline_order", (name,))
+            f"SELECT {TIMELINE_COLUMNS} FROM timelines WHERE event_type = %s"
+            " ORDER BY timeline_order", (name,))
         timelines = [Timeline(str(row[0]), *row[1:]) for row in cursor.fetchall()]
         cursor.execute("DELETE FROM event_types WHERE name = %s", (name,))
+        cursor.execute(NOTIFY_CHANGE, (name,))
     return timelines
 
 
@@ -115,9 +123,21 @@ def schema_version(pool: ConnectionPool, name: str, version: str) -> dict | None
 
 def active_timeline(pool: ConnectionPool, name: str) -> Timeline | None:
     rows = pool.fetch_all(
-        "SELECT id, event_type, timeline_order, storage_id, topic, partitions FROM timelines"
+        f"SELECT {TIMELINE_COLUMNS} FROM timelines"
         " WHERE event_type = %s ORDER BY timeline_order DESC LIMIT 1", (name,))
     return Timeline(str(rows[0][0]), *rows[0][1:]) if rows else None
+
+
+def event_type_with_timeline(pool: ConnectionPool, name: str) -> tuple[dict, Timeline] | None:
+    """An event type and its active timeline, in one round trip."""
+    rows = pool.fetch_all(
+        "SELECT e.document, t.id, t.event_type, t.timeline_order, t.storage_id, t.topic,"
+        " t.partitions FROM event_types e JOIN timelines t ON t.event_type = e.name"
+        " WHERE e.name = %s ORDER BY t.timeline_order DESC LIMIT 1", (name,))
+    if not rows:
+        return None
+    document, timeline_id, *rest = rows[0]
+    return document, Timeline(str(timeline_id), *rest)
 
 
 def default_storage_id(pool: ConnectionPool) -> str:

@@ -10,16 +10,15 @@ wait for new events of that topic.
 
 from __future__ import annotations
 
-import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 
 import gevent
 import gevent.event
-import gevent.socket
 import psycopg2
 
-from app.repository.database import ConnectionPool, connect
+from app.repository.database import ConnectionPool
+from app.repository.notifications import Listener
 from app.storage.engine import (
     PartitionBounds,
     StorageError,
@@ -28,10 +27,7 @@ from app.storage.engine import (
 )
 
 CHANNEL = "nakadi_log"
-RECONNECT_DELAY_S = 1.0
 PURGE_CHUNK = 10_000
-
-log = logging.getLogger(__name__)
 
 APPEND = """
 WITH counter AS (
@@ -72,22 +68,16 @@ FROM log_partitions p WHERE p.topic_id = %s ORDER BY p.partition
 
 
 class TopicWatch:
-    """Wakes greenlets waiting for appends, from the NOTIFYs of one connection per process."""
+    """Wakes greenlets waiting for appends to a topic."""
 
     def __init__(self, dsn: str) -> None:
-        self._dsn = dsn
         self._waiters: dict[int, set[gevent.event.Event]] = defaultdict(set)
-        self._listener: gevent.Greenlet | None = None
-        self._listening = gevent.event.Event()
+        self._listener = Listener(dsn, CHANNEL, self._wake, self._wake_all)
 
     def waiter(self, topic_id: int) -> gevent.event.Event:
         """An event set by the next append to the topic. Register it *before*
         checking for data, then wait on it; ``forget`` it afterwards."""
-        if self._listener is None or self._listener.dead:
-            self._listening.clear()
-            self._listener = gevent.spawn(self._listen)
-        # Until LISTEN is in place a notification could be missed; wait for it.
-        self._listening.wait(5)
+        self._listener.ensure_listening()
         event = gevent.event.Event()
         self._waiters[topic_id].add(event)
         return event
@@ -99,40 +89,19 @@ class TopicWatch:
             if not waiters:
                 del self._waiters[topic_id]
 
-    def _wake(self, topic_ids) -> None:
-        for topic_id in topic_ids:
-            for event in self._waiters.get(topic_id, ()):
+    def _wake(self, payloads: set[str]) -> None:
+        for topic_id in payloads:
+            for event in self._waiters.get(int(topic_id), ()):
                 event.set()
 
-    def _listen(self) -> None:
-        while True:
-            try:
-                conn = connect(self._dsn)
-                conn.autocommit = True
-                with conn.cursor() as cursor:
-                    cursor.execute(f"LISTEN {CHANNEL}")
-                self._listening.set()
-                # Notifications may have been lost while disconnected: re-check everyone.
-                self._wake(list(self._waiters))
-                self._dispatch(conn)
-            except psycopg2.Error as error:
-                self._listening.clear()
-                log.warning("log listener lost its connection: %s", error)
-                self._wake(list(self._waiters))
-                gevent.sleep(RECONNECT_DELAY_S)
-
-    def _dispatch(self, conn) -> None:
-        while True:
-            gevent.socket.wait_read(conn.fileno())
-            conn.poll()
-            woken = {int(notify.payload) for notify in conn.notifies}
-            conn.notifies.clear()
-            self._wake(woken)
+    def _wake_all(self) -> None:
+        """Appends may have gone unnoticed: let every waiter look again."""
+        for waiters in self._waiters.values():
+            for event in waiters:
+                event.set()
 
     def close(self) -> None:
-        if self._listener is not None:
-            self._listener.kill()
-            self._listener = None
+        self._listener.close()
 
 
 class PostgresEngine:
