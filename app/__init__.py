@@ -20,12 +20,13 @@ def create_app(settings: Settings | None = None) -> Flask:
     make_green()
     app = Flask(__name__)
     app.json.sort_keys = False
+    app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
     app.extensions["nakadi"] = Services(settings)
     register_problem_handlers(app)
     install_flow_id(app, logging.getLogger("nakadi.access"))
 
-    from app.api import event_types, health, registry
+    from app.api import event_types, events, health, registry
 
-    for module in (health, event_types, registry):
+    for module in (health, event_types, events, registry):
         app.register_blueprint(module.blueprint)
     return app

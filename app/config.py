@@ -28,6 +28,7 @@ class Settings:
     min_retention_ms: int = 10_800_000
     max_retention_ms: int = 345_600_000
     default_retention_ms: int = 345_600_000
+    max_batch_bytes: int = 50_000_000
 
     def registry(self) -> RegistrySettings:
         """The bounds event types are checked against."""

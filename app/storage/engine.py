@@ -85,6 +85,14 @@ class StorageEngine(Protocol):
         ``StorageError`` when that cannot be confirmed."""
         ...
 
+    def append_many(
+        self, topic: str, batches: Mapping[int, Sequence[bytes]]
+    ) -> dict[int, list[int] | StorageError]:
+        """Append to several partitions at once; for each partition, its offsets
+        or the error that kept it from being stored. Same durability as ``append``.
+        A missing topic raises ``TopicNotFound``."""
+        ...
+
     def read(
         self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
     ) -> list[StoredEvent]:

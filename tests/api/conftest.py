@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import time
@@ -9,9 +10,37 @@ from pathlib import Path
 import pytest
 import requests
 
+from app.repository.storages import get_storage
+from app.storage.engine import StorageEngine
+from app.storage.engines import build_engine
 from deploy.localstack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
+PROBLEM = "application/problem+json"
+
+
+def assert_problem(response: requests.Response, status: int) -> dict:
+    """The response is a Problem of that status that tells the caller something."""
+    assert response.status_code == status, response.text
+    assert response.headers["Content-Type"] == PROBLEM
+    body = response.json()
+    assert body["status"] == status
+    assert body["type"] == f"http://httpstatus.es/{status}"
+    assert body["title"] and body["detail"]
+    assert "Traceback" not in response.text
+    return body
+
+
+def engine_for(pool, storage_id: str) -> StorageEngine:
+    return build_engine(get_storage(pool, storage_id), pool)
+
+
+@pytest.fixture(params=["postgres", "kafka"])
+def default_storage(request, pool) -> Iterator[str]:
+    """Make each engine in turn the default storage, where new event types go."""
+    pool.execute("UPDATE storages SET is_default = (id = %s)", (request.param,))
+    yield request.param
+    pool.execute("UPDATE storages SET is_default = (id = 'postgres')")
 
 
 def start_gunicorn(env: dict[str, str], port: int) -> subprocess.Popen:
@@ -35,8 +64,6 @@ def stop_gunicorn(process: subprocess.Popen) -> tuple[str, str]:
 @pytest.fixture(scope="session")
 def base_url(stack_env: dict[str, str]) -> Iterator[str]:
     """A real gunicorn (gevent workers) serving the session's stack."""
-    import os
-
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
     env.update(stack_env)
     port = free_port()

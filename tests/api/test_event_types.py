@@ -10,10 +10,8 @@ import pytest
 import requests
 
 from app.repository.event_types import active_timeline
-from app.repository.storages import get_storage
 from app.storage.engine import PartitionBounds, StorageError
-from app.storage.engines import build_engine
-from tests.api.test_server import assert_problem
+from tests.api.conftest import assert_problem, engine_for
 
 ORDER_SCHEMA = {
     "type": "object",
@@ -37,14 +35,6 @@ def business_event_type(name: str | None = None, **overrides) -> dict:
     return body
 
 
-@pytest.fixture(params=["postgres", "kafka"])
-def default_storage(request, pool):
-    """Make each engine in turn the default storage, where new event types go."""
-    pool.execute("UPDATE storages SET is_default = (id = %s)", (request.param,))
-    yield request.param
-    pool.execute("UPDATE storages SET is_default = (id = 'postgres')")
-
-
 @pytest.fixture
 def created(base_url, default_storage):
     body = business_event_type()
@@ -52,10 +42,6 @@ def created(base_url, default_storage):
     assert response.status_code == 201, response.text
     yield body
     requests.delete(f"{base_url}/event-types/{body['name']}")
-
-
-def engine_for(pool, storage_id):
-    return build_engine(get_storage(pool, storage_id), pool)
 
 
 def test_created_event_type_has_every_default_and_a_topic(base_url, created, pool,

@@ -8,20 +8,7 @@ import time
 import requests
 
 from deploy.localstack import free_port
-from tests.api.conftest import start_gunicorn, stop_gunicorn
-
-PROBLEM = "application/problem+json"
-
-
-def assert_problem(response: requests.Response, status: int) -> dict:
-    assert response.status_code == status
-    assert response.headers["Content-Type"] == PROBLEM
-    body = response.json()
-    assert body["status"] == status
-    assert body["type"] == f"http://httpstatus.es/{status}"
-    assert body["title"] and body["detail"]
-    assert "Traceback" not in response.text
-    return body
+from tests.api.conftest import assert_problem, start_gunicorn, stop_gunicorn
 
 
 def test_health_lists_every_dependency(base_url):

@@ -177,3 +177,29 @@ def test_waiting_does_not_block_other_greenlets(engine, topic):
     running.join()
     assert len(ticks) == 10
     assert max(b - a for a, b in itertools.pairwise(ticks)) < 0.15
+
+
+def test_append_many_returns_offsets_per_partition_in_order(engine, topic):
+    engine.append(topic, 1, [payload(0)])
+    results = engine.append_many(topic, {
+        2: [payload(20), payload(21)], 0: [payload(0)], 1: [payload(10), payload(11)], 3: []})
+    assert results == {0: [0], 1: [1, 2], 2: [0, 1]}
+    assert [json.loads(e.payload)["n"] for e in engine.read(topic, 1, BEFORE_FIRST, 10)] == [
+        0, 10, 11]
+
+
+def test_concurrent_append_many_over_shared_partitions(engine, topic):
+    def appender(writer: int) -> None:
+        for batch in range(5):
+            order = [0, 1, 2] if writer % 2 else [2, 1, 0]
+            engine.append_many(topic, {p: [payload(writer * 100 + batch)] * 3 for p in order})
+
+    gevent.joinall([gevent.spawn(appender, w) for w in range(4)], raise_error=True)
+    for partition in range(3):
+        offsets = [e.offset for e in engine.read(topic, partition, BEFORE_FIRST, 1000)]
+        assert offsets == list(range(60))
+
+
+def test_append_many_to_unknown_topic_fails(engine):
+    with pytest.raises(StorageError):
+        engine.append_many("no-such-topic-anywhere", {0: [payload(1)], 1: [payload(2)]})

@@ -1,0 +1,134 @@
+"""Publishing a batch: validating, enriching, partitioning, then appending.
+
+Each step runs over the whole batch before the next begins. A step that
+fails for any event rejects the batch (422): the failing events are
+``failed`` with that step and a detail, the others ``aborted``, and nothing is
+written. Storage failures affect only the partitions they hit (207).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from app.publishing.batch import MAX_EVENT_BYTES, dumps
+from app.publishing.enrichment import EnrichmentFailed, enrich
+from app.publishing.partitioning import PartitioningFailed, partition_for
+from app.registry.effective_schema import VALIDATORS
+from app.repository.event_types import Timeline
+from app.storage.engine import StorageEngine, StorageError
+
+
+@dataclass
+class Item:
+    """One event of the batch and how far it got."""
+
+    event: Any
+    status: str = "aborted"
+    step: str = "none"
+    detail: str | None = None
+    partition: int = 0
+
+    def response(self) -> dict[str, Any]:
+        """The item's BatchItemResponse."""
+        body: dict[str, Any] = {}
+        metadata = self.event.get("metadata") if isinstance(self.event, dict) else None
+        eid = metadata.get("eid") if isinstance(metadata, dict) else None
+        if isinstance(eid, str):
+            body["eid"] = eid
+        body["publishing_status"] = self.status
+        body["step"] = self.step
+        if self.detail is not None:
+            body["detail"] = self.detail
+        return body
+
+
+class BatchRejected(Exception):
+    """A step failed for some events; nothing was written."""
+
+    def __init__(self, items: list[Item]) -> None:
+        super().__init__("batch rejected")
+        self.items = items
+
+
+def _run_step(items: list[Item], step: str,
+              check: Callable[[int, Item], str | None]) -> None:
+    """Run ``check`` on every item (it returns why the item fails, or None);
+    if any fails, reject the batch."""
+    failed = False
+    for index, item in enumerate(items):
+        item.step = step
+        detail = check(index, item)
+        if detail is not None:
+            item.status, item.detail, failed = "failed", detail, True
+    if failed:
+        raise BatchRejected(items)
+
+
+def received_at_now() -> str:
+    now = datetime.now(UTC)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+def publish(event_type: dict, timeline: Timeline, engine: StorageEngine, events: list[Any],
+            sizes: list[int] | None, flow_id: str) -> list[Item]:
+    """Publish a batch; returns its items. Raises ``BatchRejected`` when a step before
+    publishing fails."""
+    items = [Item(event) for event in events]
+    validator = VALIDATORS.validator_for(event_type)
+
+    def validate(index: int, item: Item) -> str | None:
+        if sizes is not None and sizes[index] > MAX_EVENT_BYTES:
+            return f"event is {sizes[index]} bytes, more than the limit of {MAX_EVENT_BYTES}"
+        if not isinstance(item.event, dict):
+            return "an event must be a JSON object"
+        return validator.error_for(item.event)
+
+    _run_step(items, "validating", validate)
+
+    has_metadata = event_type["category"] != "undefined"
+    if has_metadata:
+        received_at = received_at_now()
+        name, version = event_type["name"], event_type["schema"]["version"]
+
+        def enrich_item(index: int, item: Item) -> str | None:
+            try:
+                enrich(item.event, name, version, flow_id, received_at)
+            except EnrichmentFailed as error:
+                return str(error)
+            return None
+
+        _run_step(items, "enriching", enrich_item)
+
+    def partition_item(index: int, item: Item) -> str | None:
+        try:
+            item.partition = partition_for(item.event, event_type, timeline.partitions)
+        except PartitioningFailed as error:
+            return str(error)
+        if has_metadata:
+            item.event["metadata"]["partition"] = str(item.partition)
+        return None
+
+    _run_step(items, "partitioning", partition_item)
+
+    by_partition: dict[int, list[Item]] = defaultdict(list)
+    for item in items:
+        item.step = "publishing"
+        by_partition[item.partition].append(item)
+    try:
+        results = engine.append_many(
+            timeline.topic,
+            {p: [dumps(item.event) for item in group] for p, group in by_partition.items()})
+    except StorageError as error:
+        results = dict.fromkeys(by_partition, error)
+    for partition, group in by_partition.items():
+        result = results[partition]
+        for item in group:
+            if isinstance(result, StorageError):
+                item.status, item.detail = "failed", f"the storage did not accept it: {result}"
+            else:
+                item.status = "submitted"
+    return items

@@ -1,0 +1,116 @@
+"""The pure parts of publishing: reading batches, partitioning, enrichment."""
+
+import json
+
+import pytest
+
+from app.publishing.batch import MAX_EVENT_BYTES, BatchUnreadable, NotABatch, dumps, parse_batch
+from app.publishing.enrichment import EnrichmentFailed, enrich
+from app.publishing.partitioning import PartitioningFailed, hash_partition, partition_for
+
+
+def test_small_batches_parse_without_sizes():
+    assert parse_batch(b' [{"a": 1}, {"b": [true, null]}] ') == (
+        [{"a": 1}, {"b": [True, None]}], None)
+    assert parse_batch(b"[]") == ([], None)
+
+
+def test_integers_beyond_64_bits_survive_exactly():
+    events, _ = parse_batch(b'[{"id": 123456789012345678901234567890, "f": 0.5}]')
+    assert events[0]["id"] == 123456789012345678901234567890
+    assert dumps(events[0]) == b'{"id":123456789012345678901234567890,"f":0.5}'
+
+
+@pytest.mark.parametrize("body", [b"", b"[", b"{not json", b"[1,]", b"[1] x", b"[NaN]"])
+def test_unreadable_bodies(body):
+    with pytest.raises(BatchUnreadable):
+        parse_batch(body)
+
+
+@pytest.mark.parametrize("body", [b"{}", b'"events"', b"42", b"null"])
+def test_json_that_is_not_an_array(body):
+    with pytest.raises(NotABatch):
+        parse_batch(body)
+
+
+def test_large_batches_report_each_events_size_as_sent():
+    small = '{"n": 1}'
+    padded = '{"pad": "' + "é" * 300_000 + '" }'  # é is two bytes
+    big = '{"pad": "' + "x" * (MAX_EVENT_BYTES - 11) + '"}'
+    body = f"[ {small} ,\n{padded},{big}\t]".encode()
+    events, sizes = parse_batch(body)
+    assert events[0] == {"n": 1}
+    assert sizes == [len(small), len(padded.encode()), MAX_EVENT_BYTES]
+
+
+def test_large_bodies_that_are_broken_or_not_arrays():
+    filler = "x" * MAX_EVENT_BYTES
+    with pytest.raises(BatchUnreadable):
+        parse_batch(f'[{{"a": "{filler}"}}, oops]'.encode())
+    with pytest.raises(BatchUnreadable):
+        parse_batch(f'[{{"a": "{filler}"}}] trailing'.encode())
+    with pytest.raises(NotABatch):
+        parse_batch(json.dumps({"a": filler}).encode())
+
+
+def event_type(strategy="random", category="business", keys=()):
+    return {"name": "t", "category": category, "partition_strategy": strategy,
+            "partition_key_fields": list(keys)}
+
+
+PINNED = [1, 5, 3, 0, 2, 6, 5, 1]
+
+
+def test_hash_partition_is_stable_and_spreads():
+    # Pinned values: a key must land in the same partition in every process, after
+    # every restart and on every machine, so these never change.
+    assert [hash_partition([f"order-{n}"], 8) for n in range(8)] == PINNED
+    assert hash_partition(["order-1"], 1000) == 429
+    spread = {hash_partition([f"order-{n}"], 8) for n in range(200)}
+    assert spread == set(range(8))
+
+
+def test_hash_uses_key_fields_relative_to_data_for_data_events():
+    et = event_type("hash", "data", ["id"])
+    first = partition_for({"data": {"id": "A1", "x": 1}}, et, 16)
+    assert partition_for({"data": {"id": "A1", "x": 2}}, et, 16) == first
+    with pytest.raises(PartitioningFailed, match="'id' is missing"):
+        partition_for({"data": {}}, et, 16)
+
+
+def test_hash_over_nested_business_fields():
+    et = event_type("hash", keys=["customer.id", "region"])
+    event = {"customer": {"id": 7}, "region": "eu"}
+    assert partition_for(event, et, 4) == hash_partition([7, "eu"], 4)
+    with pytest.raises(PartitioningFailed, match=r"'customer\.id' is missing"):
+        partition_for({"customer": 7, "region": "eu"}, et, 4)
+
+
+@pytest.mark.parametrize(("metadata", "message"), [
+    ({}, "required"), ({"partition": "4"}, "not a partition"),
+    ({"partition": "-1"}, "not a partition"), ({"partition": 1}, "not a partition"),
+    ({"partition": "01"}, "not a partition"),
+])
+def test_user_defined_partition_must_exist(metadata, message):
+    with pytest.raises(PartitioningFailed, match=message):
+        partition_for({"metadata": metadata}, event_type("user_defined"), 4)
+
+
+def test_user_defined_partition_is_taken():
+    assert partition_for({"metadata": {"partition": "3"}}, event_type("user_defined"), 4) == 3
+
+
+def test_random_partitions_cover_all():
+    assert {partition_for({}, event_type(), 3) for _ in range(200)} == {0, 1, 2}
+
+
+def test_enrichment_sets_fields_and_refuses_overrides():
+    event = {"metadata": {"eid": "e", "occurred_at": "x", "flow_id": "theirs"}}
+    enrich(event, "t", "1.2.0", "flow-1", "2026-01-01T00:00:00.000Z")
+    assert event["metadata"] == {"eid": "e", "occurred_at": "x", "flow_id": "flow-1",
+                                 "received_at": "2026-01-01T00:00:00.000Z",
+                                 "event_type": "t", "version": "1.2.0"}
+    with pytest.raises(EnrichmentFailed, match="received_at"):
+        enrich({"metadata": {"received_at": "x"}}, "t", "1.0.0", "f", "now")
+    with pytest.raises(EnrichmentFailed, match="event_type"):
+        enrich({"metadata": {"event_type": "other"}}, "t", "1.0.0", "f", "now")
