@@ -17,22 +17,9 @@ timeout = 30
 graceful_timeout = int(os.environ.get("NAKADI_GRACEFUL_TIMEOUT", "30"))
 # Longer than the ~60 s idle timeout of load balancers, so they close first.
 keepalive = 75
-# Our own access lines carry the flow id; gunicorn's would repeat them.
-accesslog = None
+# JSON lines; the application logs each request itself, with its flow id.
+logger_class = "app.logs.GunicornLogger"
 errorlog = "-"
-logconfig_dict = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "formatters": {"json": {"()": "app.logs.JsonFormatter"}},
-    "handlers": {
-        "stderr": {"class": "logging.StreamHandler", "formatter": "json",
-                   "stream": "ext://sys.stderr"},
-    },
-    "root": {"handlers": ["stderr"], "level": "INFO"},
-    "loggers": {
-        "gunicorn.error": {"handlers": ["stderr"], "level": "INFO", "propagate": False},
-    },
-}
 
 
 def on_starting(server):

@@ -8,6 +8,7 @@ import sys
 import time
 
 from flask import g, has_app_context
+from gunicorn import glogging
 
 STANDARD_ATTRIBUTES = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -49,3 +50,17 @@ def configure_logging(level: str) -> None:
     root.setLevel(level.upper())
     # kazoo logs every connection state change at INFO; keep its warnings.
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, root.level))
+
+
+class GunicornLogger(glogging.Logger):
+    """gunicorn's own log as JSON lines. No access log: the application writes one
+    line per request itself, with the flow id."""
+
+    def setup(self, cfg) -> None:
+        super().setup(cfg)
+        handler = StderrHandler()
+        handler.setFormatter(JsonFormatter())
+        self.error_log.handlers[:] = [handler]
+
+    def access(self, resp, req, environ, request_time) -> None:
+        return None

@@ -7,5 +7,6 @@ CREATE TABLE storages (
     created_at    timestamptz NOT NULL DEFAULT now()
 );
 
--- At most one default storage.
-CREATE UNIQUE INDEX storages_one_default ON storages (is_default) WHERE is_default;
+-- At most one default storage, checked at commit so one statement can move it.
+ALTER TABLE storages ADD CONSTRAINT storages_one_default
+    EXCLUDE (is_default WITH =) WHERE (is_default) DEFERRABLE INITIALLY DEFERRED;

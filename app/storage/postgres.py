@@ -3,9 +3,10 @@
 An append takes its offsets by incrementing the partition's ``next_offset``
 row, which stays locked until the append commits: offsets are gap-free, and
 they become visible in order, so a reader reading "after N" never skips an
-event that commits later. Each append notifies ``nakadi_log`` in the same
-transaction; one listening connection per process wakes the greenlets that
-wait for new events of that topic.
+event that commits later. Appends are committed in groups
+(``postgres_appender``), each notifying ``nakadi_log`` in its transaction; one
+listening connection per process wakes the greenlets that wait for new events
+of that topic.
 """
 
 from __future__ import annotations
@@ -25,50 +26,13 @@ from app.storage.engine import (
     StoredEvent,
     TopicNotFound,
 )
+from app.storage.postgres_appender import CHANNEL, GroupAppender, MissingPartitions
 
-CHANNEL = "nakadi_log"
 PURGE_CHUNK = 10_000
-
-APPEND = """
-WITH counter AS (
-    UPDATE log_partitions SET next_offset = next_offset + %(count)s
-    WHERE topic_id = %(topic_id)s AND partition = %(partition)s
-    RETURNING next_offset - %(count)s AS first_offset
-), appended AS (
-    INSERT INTO log_events (topic_id, partition, event_offset, payload)
-    SELECT %(topic_id)s, %(partition)s, counter.first_offset + e.ordinal - 1, e.payload
-    FROM counter, unnest(%(payloads)s::bytea[]) WITH ORDINALITY AS e (payload, ordinal)
-)
-SELECT first_offset, pg_notify(%(channel)s, %(topic_id)s::text) FROM counter
-"""
 
 # Offsets are gap-free above a partition's purged prefix, so "the next `limit`
 # events" is the range (after, after + limit]: a bounded index range whatever
 # plan the statistics lead to.
-# Partitions are locked in ascending order first, so appenders that share
-# partitions cannot deadlock; then one statement takes the offsets and inserts.
-LOCK_PARTITIONS = """
-SELECT partition FROM log_partitions
-WHERE topic_id = %s AND partition = ANY(%s) ORDER BY partition FOR UPDATE
-"""
-
-APPEND_MANY = """
-WITH wanted AS (
-    SELECT * FROM unnest(%(partitions)s::integer[], %(counts)s::bigint[]) AS w (partition, count)
-), counters AS (
-    UPDATE log_partitions p SET next_offset = p.next_offset + w.count FROM wanted w
-    WHERE p.topic_id = %(topic_id)s AND p.partition = w.partition
-    RETURNING p.partition, p.next_offset - w.count AS first_offset
-), appended AS (
-    INSERT INTO log_events (topic_id, partition, event_offset, payload)
-    SELECT %(topic_id)s, e.partition, c.first_offset + e.position, e.payload
-    FROM unnest(%(event_partitions)s::integer[], %(positions)s::bigint[], %(payloads)s::bytea[])
-         AS e (partition, position, payload)
-    JOIN counters c ON c.partition = e.partition
-)
-SELECT partition, first_offset, pg_notify(%(channel)s, %(topic_id)s::text) FROM counters
-"""
-
 READ_RANGE = """
 SELECT %s, event_offset, payload FROM log_events
 WHERE topic_id = %s AND partition = %s AND event_offset > %s AND event_offset <= %s
@@ -137,6 +101,7 @@ class PostgresEngine:
         self._pool = pool
         self._topic_ids: dict[str, int] = {}
         self._watch = TopicWatch(pool.dsn)
+        self._appender = GroupAppender(pool)
 
     def _query(self, query: str, params: object) -> list[tuple]:
         try:
@@ -187,59 +152,30 @@ class PostgresEngine:
     def append(self, topic: str, partition: int, payloads: Sequence[bytes]) -> list[int]:
         if not payloads:
             return []
-        for attempt in range(2):
-            # A cached id can be stale when the topic was deleted and created again.
-            topic_id = self._topic_id(topic, refresh=attempt > 0)
-            rows = self._query(APPEND, {
-                "topic_id": topic_id, "partition": partition, "count": len(payloads),
-                "payloads": [psycopg2.Binary(payload) for payload in payloads],
-                "channel": CHANNEL,
-            })
-            if rows:
-                first = rows[0][0]
-                return list(range(first, first + len(payloads)))
-        raise TopicNotFound(f"{topic} has no partition {partition}")
+        result = self.append_many(topic, {partition: payloads})[partition]
+        if isinstance(result, StorageError):
+            raise result
+        return result
 
     def append_many(
         self, topic: str, batches: Mapping[int, Sequence[bytes]]
     ) -> dict[int, list[int] | StorageError]:
         """All partitions in one transaction: every partition is stored, or none."""
         batches = {partition: payloads for partition, payloads in batches.items() if payloads}
-        if len(batches) == 1:
-            (partition, payloads), = batches.items()
-            try:
-                return {partition: self.append(topic, partition, payloads)}
-            except TopicNotFound:
-                raise
-            except StorageError as error:
-                return {partition: error}
-        partitions = sorted(batches)
-        event_partitions, positions, payloads = [], [], []
-        for partition in partitions:
-            for position, payload in enumerate(batches[partition]):
-                event_partitions.append(partition)
-                positions.append(position)
-                payloads.append(psycopg2.Binary(payload))
+        if not batches:
+            return {}
         for attempt in range(2):
             # A cached id can be stale when the topic was deleted and created again.
             topic_id = self._topic_id(topic, refresh=attempt > 0)
             try:
-                with self._pool.transaction() as cursor:
-                    cursor.execute(LOCK_PARTITIONS, (topic_id, partitions))
-                    if cursor.rowcount != len(partitions):
-                        continue
-                    cursor.execute(APPEND_MANY, {
-                        "topic_id": topic_id, "partitions": partitions,
-                        "counts": [len(batches[p]) for p in partitions],
-                        "event_partitions": event_partitions, "positions": positions,
-                        "payloads": payloads, "channel": CHANNEL,
-                    })
-                    first = {partition: offset for partition, offset, _ in cursor.fetchall()}
+                first = self._appender.append(topic_id, batches)
+            except MissingPartitions:
+                continue
             except psycopg2.Error as error:
                 failure = StorageError(f"PostgreSQL log: {error}".strip())
-                return {partition: failure for partition in partitions}
-            return {p: list(range(first[p], first[p] + len(batches[p]))) for p in partitions}
-        raise TopicNotFound(f"{topic} lacks one of the partitions {partitions}")
+                return dict.fromkeys(batches, failure)
+            return {p: list(range(first[p], first[p] + len(batches[p]))) for p in batches}
+        raise TopicNotFound(f"{topic} lacks one of the partitions {sorted(batches)}")
 
     def read(
         self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
@@ -346,6 +282,7 @@ class PostgresEngine:
         return found
 
     def close(self) -> None:
+        self._appender.close()
         self._watch.close()
 
 

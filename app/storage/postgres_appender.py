@@ -1,0 +1,163 @@
+"""Group commit for the ``postgres`` engine.
+
+Every append waits for a durable commit, and every commit that notifies
+readers takes a lock PostgreSQL holds across all sessions. One transaction per
+request caps a worker at a few thousand appends per second whatever their
+size. So appends from concurrent greenlets are queued, and a few writer
+greenlets each take everything queued and store it in one transaction: one
+commit and one NOTIFY per topic for the lot. Under light load a transaction
+carries a single append and nothing waits; under heavy load transactions
+grow instead of queueing.
+
+When a shared transaction fails, each of its appends is written again on its
+own, so one bad append (a deleted topic, say) fails only its own caller.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+import gevent
+import gevent.event
+import psycopg2
+
+from app.repository.database import ConnectionPool
+
+CHANNEL = "nakadi_log"
+WRITERS = 2
+MAX_APPENDS_PER_TRANSACTION = 500
+
+log = logging.getLogger(__name__)
+
+# Partitions are locked in ascending order first, so concurrent transactions
+# that share partitions cannot deadlock.
+LOCK_PARTITIONS = """
+SELECT topic_id, partition FROM log_partitions
+WHERE (topic_id, partition) IN (SELECT * FROM unnest(%s::bigint[], %s::integer[]))
+ORDER BY topic_id, partition FOR UPDATE
+"""
+
+APPEND = """
+WITH wanted AS (
+    SELECT * FROM unnest(%(topics)s::bigint[], %(partitions)s::integer[], %(counts)s::bigint[])
+        AS w (topic_id, partition, count)
+), counters AS (
+    UPDATE log_partitions p SET next_offset = p.next_offset + w.count FROM wanted w
+    WHERE p.topic_id = w.topic_id AND p.partition = w.partition
+    RETURNING p.topic_id, p.partition, p.next_offset - w.count AS first_offset
+), appended AS (
+    INSERT INTO log_events (topic_id, partition, event_offset, payload)
+    SELECT e.topic_id, e.partition, c.first_offset + e.position, e.payload
+    FROM unnest(%(event_topics)s::bigint[], %(event_partitions)s::integer[],
+                %(positions)s::bigint[], %(payloads)s::bytea[])
+         AS e (topic_id, partition, position, payload)
+    JOIN counters c ON c.topic_id = e.topic_id AND c.partition = e.partition
+)
+SELECT topic_id, partition, first_offset, pg_notify(%(channel)s, topic_id::text) FROM counters
+"""
+
+
+class MissingPartitions(Exception):
+    """A partition of the append does not exist (its topic was deleted, or never had it)."""
+
+
+@dataclass
+class PendingAppend:
+    topic_id: int
+    batches: Mapping[int, Sequence[bytes]]
+    done: gevent.event.AsyncResult = field(default_factory=gevent.event.AsyncResult)
+
+
+class GroupAppender:
+    def __init__(self, pool: ConnectionPool) -> None:
+        self._pool = pool
+        self._queue: list[PendingAppend] = []
+        self._queued = gevent.event.Event()
+        self._writers: list[gevent.Greenlet] = []
+
+    def append(self, topic_id: int, batches: Mapping[int, Sequence[bytes]]) -> dict[int, int]:
+        """Store the batches (partition -> payloads, none empty); returns each
+        partition's first offset once committed. Raises ``MissingPartitions`` or
+        ``psycopg2.Error``."""
+        pending = PendingAppend(topic_id, batches)
+        self._queue.append(pending)
+        self._queued.set()
+        if len(self._writers) < WRITERS or any(w.dead for w in self._writers):
+            self._writers = [w for w in self._writers if not w.dead]
+            self._writers += [gevent.spawn(self._write_forever)
+                              for _ in range(WRITERS - len(self._writers))]
+        return pending.done.get()
+
+    def _write_forever(self) -> None:
+        while True:
+            self._queued.wait()
+            if not self._queue:
+                self._queued.clear()
+                continue
+            taken = self._queue[:MAX_APPENDS_PER_TRANSACTION]
+            del self._queue[:MAX_APPENDS_PER_TRANSACTION]
+            try:
+                results = self._write(taken)
+            except (psycopg2.Error, MissingPartitions) as error:
+                if len(taken) == 1:
+                    taken[0].done.set_exception(error)
+                    continue
+                self._write_one_by_one(taken)
+            except BaseException as error:
+                for pending in taken:
+                    pending.done.set_exception(error)
+                raise
+            else:
+                for pending, result in zip(taken, results, strict=True):
+                    pending.done.set(result)
+
+    def _write_one_by_one(self, taken: list[PendingAppend]) -> None:
+        for pending in taken:
+            try:
+                pending.done.set(self._write([pending])[0])
+            except (psycopg2.Error, MissingPartitions) as error:
+                pending.done.set_exception(error)
+
+    def _write(self, taken: list[PendingAppend]) -> list[dict[int, int]]:
+        """One transaction for all of ``taken``; each append's first offset per partition."""
+        # Per (topic, partition): every payload in queue order, and where each append starts.
+        merged: dict[tuple[int, int], list[bytes]] = {}
+        starts: list[dict[int, int]] = []
+        for pending in taken:
+            start = {}
+            for partition, payloads in pending.batches.items():
+                key = (pending.topic_id, partition)
+                events = merged.setdefault(key, [])
+                start[partition] = len(events)
+                events.extend(payloads)
+            starts.append(start)
+        keys = sorted(merged)
+        event_topics, event_partitions, positions, payloads = [], [], [], []
+        for key in keys:
+            for position, payload in enumerate(merged[key]):
+                event_topics.append(key[0])
+                event_partitions.append(key[1])
+                positions.append(position)
+                payloads.append(psycopg2.Binary(payload))
+        topics = [topic for topic, _ in keys]
+        partitions = [partition for _, partition in keys]
+        with self._pool.transaction() as cursor:
+            cursor.execute(LOCK_PARTITIONS, (topics, partitions))
+            if cursor.rowcount != len(keys):
+                raise MissingPartitions()
+            cursor.execute(APPEND, {
+                "topics": topics, "partitions": partitions,
+                "counts": [len(merged[key]) for key in keys],
+                "event_topics": event_topics, "event_partitions": event_partitions,
+                "positions": positions, "payloads": payloads, "channel": CHANNEL,
+            })
+            first = {(topic, partition): offset for topic, partition, offset, _ in cursor}
+        return [{partition: first[(pending.topic_id, partition)] + offset
+                 for partition, offset in start.items()}
+                for pending, start in zip(taken, starts, strict=True)]
+
+    def close(self) -> None:
+        gevent.killall(self._writers)
+        self._writers = []

@@ -1,0 +1,221 @@
+"""Publishing throughput and latency over HTTP against a real gunicorn (gevent workers).
+
+    python tests/benchmarks/bench_publish.py [--seconds 10] [--engines postgres,kafka]
+        [--batches 1,10,100,1000] [--workers 2]
+
+For each engine and batch size it prints:
+- saturation: events/s, MB/s and request latency p50/p99 from ``wrk`` with a
+  few keep-alive connections (closed loop: each connection posts again as
+  soon as it has an answer);
+- paced: p50/p99 request latency at half the saturated request rate, from a
+  client that sends at fixed times (open loop), so queueing shows up.
+
+Events are ~200-byte business events with a realistic order schema. It starts
+its own PostgreSQL, ZooKeeper and Kafka-protocol broker on free ports unless
+NAKADI_* addresses are set. Needs ``wrk`` (Debian package ``wrk``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import psycopg2
+import requests
+
+from deploy.localstack import LocalStack, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+ORDER_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "order_number": {"type": "string", "pattern": "^ORD-[0-9]+$"},
+        "customer_id": {"type": "string", "format": "uuid"},
+        "amount": {"type": "number", "minimum": 0},
+        "currency": {"type": "string", "enum": ["EUR", "USD", "GBP"]},
+        "items": {"type": "integer", "minimum": 1},
+        "express": {"type": "boolean"},
+    },
+    "required": ["order_number", "customer_id", "amount", "currency"],
+}
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+local f = io.open("{body}", "rb")
+wrk.body = f:read("*all")
+f:close()
+"""
+
+
+def order_event(n: int) -> dict:
+    return {
+        "metadata": {"eid": str(uuid.uuid4()), "occurred_at": "2026-11-22T12:00:00.000+01:00"},
+        "order_number": f"ORD-{n:08d}", "customer_id": str(uuid.uuid4()),
+        "amount": 129.95, "currency": "EUR", "items": 3, "express": False,
+    }
+
+
+def create_event_type(base_url: str) -> str:
+    name = f"bench.order-{uuid.uuid4().hex[:8]}"
+    response = requests.post(base_url + "/event-types", json={
+        "name": name, "owning_application": "bench", "category": "business",
+        "enrichment_strategies": ["metadata_enrichment"],
+        "partition_strategy": "hash", "partition_key_fields": ["order_number"],
+        "schema": {"type": "json_schema", "schema": json.dumps(ORDER_SCHEMA)},
+        "default_statistic": {"messages_per_minute": 60000, "message_size": 200,
+                              "read_parallelism": 8, "write_parallelism": 8},
+    })
+    response.raise_for_status()
+    return name
+
+
+def parse_wrk(output: str) -> tuple[float, float, float]:
+    """Requests/s and the p50 and p99 latency in ms from ``wrk --latency`` output."""
+    def millis(label: str) -> float:
+        value, unit = re.search(rf"^\s+{label}\s+([\d.]+)(us|ms|s)\s*$", output, re.M).groups()
+        return float(value) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[unit]
+
+    rate = float(re.search(r"Requests/sec:\s+([\d.]+)", output).group(1))
+    errors = re.search(r"Non-2xx or 3xx responses: (\d+)", output)
+    if errors:
+        raise RuntimeError(f"{errors.group(1)} requests failed:\n{output}")
+    return rate, millis("50%"), millis("99%")
+
+
+def saturate(url: str, body_path: Path, connections: int, seconds: float
+             ) -> tuple[float, float, float]:
+    script = body_path.with_suffix(".lua")
+    script.write_text(WRK_SCRIPT.replace("{body}", str(body_path)))
+    output = subprocess.run(
+        ["wrk", "-t1", f"-c{connections}", f"-d{seconds:.0f}s", "--latency", "-s", str(script),
+         url], check=True, capture_output=True, text=True).stdout
+    return parse_wrk(output)
+
+
+def paced(host: str, port: int, path: str, body: bytes, rate: float, seconds: float
+          ) -> tuple[float, float, int]:
+    """Send ``rate`` requests/s at fixed times from a few connections; p50/p99 in ms,
+    measured from each request's scheduled time (so a late send counts as latency)."""
+    senders = max(2, min(16, int(rate // 100) + 2))
+    interval = senders / rate
+    latencies: list[float] = []
+    failures = [0]
+    start = time.perf_counter() + 0.2
+
+    def sender(index: int) -> None:
+        conn = http.client.HTTPConnection(host, port)
+        due = start + index * interval / senders
+        end = start + seconds
+        while due < end:
+            pause = due - time.perf_counter()
+            if pause > 0:
+                time.sleep(pause)
+            conn.request("POST", path, body, {"Content-Type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            if response.status != 200:
+                failures[0] += 1
+            latencies.append((time.perf_counter() - due) * 1000)
+            due += interval
+        conn.close()
+
+    threads = [threading.Thread(target=sender, args=(i,)) for i in range(senders)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    latencies.sort()
+    return (latencies[len(latencies) // 2], latencies[int(len(latencies) * 0.99)],
+            failures[0])
+
+
+def set_default_storage(database_url: str, storage_id: str) -> None:
+    """New event types go to the default storage."""
+    conn = psycopg2.connect(database_url)
+    with conn, conn.cursor() as cursor:
+        cursor.execute("UPDATE storages SET is_default = (id = %s)", (storage_id,))
+    conn.close()
+
+
+def start_server(env: dict[str, str], workers: int) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "app.wsgi:app"],
+        env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS=str(workers),
+                 NAKADI_LOG_LEVEL="WARNING"),
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
+            return server, port
+        except requests.ConnectionError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("gunicorn did not start") from None
+            time.sleep(0.2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
+    parser.add_argument("--engines", default="postgres,kafka")
+    parser.add_argument("--batches", default="1,10,100,1000")
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
+    parser.add_argument("--connections", type=int, default=16, help="wrk connections")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        sys.exit("wrk is not installed: apt-get install wrk")
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
+    given = {k: v for k, v in os.environ.items() if k.startswith("NAKADI_")}
+    work_dir = Path(tempfile.mkdtemp(prefix="nakadi-bench-"))
+    work_dir.chmod(0o755)
+    stack = LocalStack(work_dir / "stack", free_port(), free_port(), free_port())
+    server = None
+    try:
+        env.update(given, **stack.start(given))
+        server, port = start_server(env, args.workers)
+        base_url = f"http://127.0.0.1:{port}"
+        print(f"gunicorn: {args.workers} gevent workers; wrk: {args.connections} connections,"
+              f" {args.seconds:.0f}s per run; paced: half the saturated request rate")
+        print(f"{'engine':9} {'batch':>5} {'events/s':>10} {'MB/s':>6} {'req/s':>8}"
+              f" {'p50 ms':>7} {'p99 ms':>7} | {'paced req/s':>11} {'p50 ms':>7} {'p99 ms':>7}")
+        for engine in args.engines.split(","):
+            set_default_storage(env["NAKADI_DATABASE_URL"], engine)
+            name = create_event_type(base_url)
+            path = f"/event-types/{name}/events"
+            for batch in (int(b) for b in args.batches.split(",")):
+                body = json.dumps([order_event(n) for n in range(batch)]).encode()
+                body_path = work_dir / f"body-{batch}.json"
+                body_path.write_bytes(body)
+                rate, p50, p99 = saturate(base_url + path, body_path, args.connections,
+                                          args.seconds)
+                paced_rate = rate / 2
+                paced_p50, paced_p99, failed = paced("127.0.0.1", port, path, body,
+                                                     paced_rate, args.seconds)
+                note = f"  ({failed} failed)" if failed else ""
+                print(f"{engine:9} {batch:>5} {rate * batch:>10,.0f}"
+                      f" {rate * len(body) / 1e6:>6.1f} {rate:>8,.0f} {p50:>7.1f} {p99:>7.1f} |"
+                      f" {paced_rate:>11,.0f} {paced_p50:>7.1f} {paced_p99:>7.1f}{note}",
+                      flush=True)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+        stack.stop()
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
