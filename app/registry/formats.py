@@ -1,22 +1,38 @@
-"""The `format`s checked when events are validated.
+"""The `format`s checked when events are validated, for both validation engines.
 
-jsonschema's own draft 4 checker checks neither `date-time` (it needs the optional
-rfc3339-validator package, not installed here) nor `uuid` (not a draft 4 format), so both would
-pass silently. This checker implements them itself; together they guard `metadata.eid` and
-`metadata.occurred_at` of every business and data event.
+Events are checked against `uuid`, `date-time`, `email`, `ipv4`, `ipv6` and `regex`; every other
+format passes. Together `uuid` and `date-time` guard `metadata.eid` and `metadata.occurred_at` of
+every business and data event.
+
+- `NATIVE_FORMATS` completes jsonschema-rs (what validates nearly all event types). Its own
+  `date-time`, `ipv4` and `ipv6` agree with ours and are kept (no Python call for
+  `occurred_at`; its `date-time` only also refuses leap seconds other than at 23:59:60 UTC and
+  takes the year 0000, which Python's dates lack). `uuid` (not a draft 4 format, so it would
+  pass) is `is_uuid`; `email` and `regex` stay jsonschema's looser checks (any `@`; Python's
+  regex syntax) so that no value accepted before is refused now; and the formats jsonschema-rs
+  would check on its own but we never did (`date`, `time`, `hostname`, `idn-email`, `uri`) are
+  let through.
+- `EVENT_FORMAT_CHECKER` is for jsonschema, the fallback engine. Its draft 4 checker checks
+  neither `date-time` (it needs the optional rfc3339-validator package, not installed here) nor
+  `uuid`, so `is_date_time` and `is_uuid` are added to it.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from datetime import date
 
 from jsonschema import Draft4Validator, FormatChecker
 
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+# [0-9], not \d: \d would also take other scripts' digits (int() reads them, too).
 _DATE_TIME = re.compile(
-    r"(\d{4})-(\d{2})-(\d{2})[Tt](\d{2}):(\d{2}):(\d{2})(?:\.\d+)?(?:[Zz]|[+-](\d{2}):(\d{2}))"
+    r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.[0-9]+)?"
+    r"(?:[Zz]|[+-]([0-9]{2}):([0-9]{2}))"
 )
+# Checked by jsonschema-rs's draft 4 validator unless overridden, never checked for events.
+_UNCHECKED_NATIVE_FORMATS = ("date", "time", "hostname", "idn-email", "uri")
 
 
 def is_uuid(value: object) -> bool:
@@ -54,3 +70,23 @@ def _event_format_checker() -> FormatChecker:
 
 
 EVENT_FORMAT_CHECKER: FormatChecker = _event_format_checker()
+
+
+def _checked_by_jsonschema(name: str) -> Callable[[str], bool]:
+    def conforms(value: str) -> bool:
+        return EVENT_FORMAT_CHECKER.conforms(value, name)
+
+    return conforms
+
+
+def _unchecked(value: str) -> bool:
+    return True
+
+
+NATIVE_FORMATS: dict[str, Callable[[str], bool]] = {
+    "uuid": is_uuid,
+    "email": _checked_by_jsonschema("email"),
+    "regex": _checked_by_jsonschema("regex"),
+    **dict.fromkeys(_UNCHECKED_NATIVE_FORMATS, _unchecked),
+}
+"""The `formats` argument of jsonschema-rs validators (it only calls them for strings)."""

@@ -4,14 +4,19 @@ import copy
 import json
 
 import pytest
+from jsonschema import Draft4Validator
+from jsonschema.exceptions import best_match
 
 from app.registry.effective_schema import (
     DATA_SCHEMA_ID,
     MAX_ERROR_LENGTH,
+    MAX_NATIVE_DEPTH,
     EventValidator,
     ValidatorCache,
     effective_schema,
 )
+from app.registry.formats import EVENT_FORMAT_CHECKER
+from app.registry.json_schema import pointer
 
 EID = "d765de34-09c0-4bbb-8b1e-7160a33a0791"
 OCCURRED_AT = "2016-03-15T23:47:15+01:00"
@@ -40,7 +45,27 @@ def event_type(category="business", mode="forward", schema=None, **changes):
 
 
 def error_for(et, event):
-    return EventValidator(effective_schema(et)).error_for(event)
+    validator = EventValidator(effective_schema(et))
+    error = validator.error_for(event)
+    assert validator.is_valid(event) is (error is None)
+    return error
+
+
+def nested(depth):
+    event: dict = {}
+    for _ in range(depth):
+        event = {"child": event}
+    return event
+
+
+TOO_DEEP = "#: the event is nested too deeply to be validated"
+TREE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string"},
+        "children": {"type": "array", "items": {"$ref": "#"}},
+    },
+}
 
 
 def test_business_effective_schema_adds_metadata_to_the_custom_properties():
@@ -236,10 +261,181 @@ def test_long_error_messages_are_cut():
 
 def test_an_event_nested_too_deeply_is_an_error_not_a_crash():
     et = event_type("undefined", schema={"properties": {"child": {"$ref": "#"}}})
-    event: dict = {}
-    for _ in range(5000):
-        event = {"child": event}
-    assert error_for(et, event) == "#: the event is nested too deeply to be validated"
+    assert error_for(et, nested(5000)) == TOO_DEEP
+
+
+@pytest.mark.parametrize(
+    ("schema", "event", "error"),
+    [
+        # Validated through, but deeper than jsonschema-rs converts values to compare or report.
+        ({"properties": {"a": {"uniqueItems": True}}}, {"a": [nested(300), nested(300)]}, TOO_DEEP),
+        ({"properties": {"a": {"type": "string"}}}, {"a": nested(300)}, TOO_DEEP),
+        # Not looked into: the schema says nothing about what is below `a`.
+        ({"properties": {"a": {"type": "object"}}}, {"a": nested(100_000)}, None),
+    ],
+)
+def test_deep_events_never_crash_the_native_engine(schema, event, error):
+    validator = EventValidator(schema)
+    assert validator.engine == "jsonschema-rs"
+    assert validator.error_for(event) == error
+    assert validator.is_valid(event) is (error is None)
+
+
+def test_valid_events_need_no_error():
+    validator = EventValidator(effective_schema(event_type()))
+    assert validator.engine == "jsonschema-rs"
+    assert validator.is_valid({"order_number": "1", "metadata": METADATA})
+    assert not validator.is_valid({"order_number": 1, "metadata": METADATA})
+
+
+@pytest.mark.parametrize(
+    ("schema", "event"),
+    [
+        ({"type": "string"}, 1),
+        ({"required": ["a", "b"]}, {"b": 1}),
+        ({"enum": ["C", "U"]}, "X"),
+        ({"properties": {"e": {"format": "uuid"}}}, {"e": "x"}),
+        ({"additionalProperties": False, "properties": {"a": {}}}, {"a": 1, "c": 2, "b": 1}),
+        ({"additionalProperties": False}, {"b": 1}),
+        ({"properties": {"o": {"additionalProperties": False}}}, {"o": {"c": 1, "b": {}}}),
+        ({"items": [{}], "additionalItems": False}, [1, 2, 3]),
+        ({"items": [{}], "additionalItems": False}, [1, 2]),
+        ({"minimum": 1}, 0),
+        ({"minimum": 1, "exclusiveMinimum": True}, 1),
+        ({"maximum": 1.5}, 2),
+        ({"maximum": 1, "exclusiveMaximum": True}, 1),
+        ({"minLength": 1}, ""),
+        ({"minLength": 3}, "ab"),
+        ({"maxLength": 0}, "a"),
+        ({"maxLength": 1}, "ab"),
+        ({"minItems": 1}, []),
+        ({"minItems": 2}, [1]),
+        ({"maxItems": 0}, [1]),
+        ({"maxItems": 1}, [1, 2]),
+        ({"minProperties": 1}, {}),
+        ({"minProperties": 2}, {"a": 1}),
+        ({"maxProperties": 0}, {"a": 1}),
+        ({"maxProperties": 1}, {"a": 1, "b": 2}),
+        ({"multipleOf": 3}, 7),
+        ({"uniqueItems": True}, [{"a": 1}, {"a": 1}]),
+        ({"pattern": "^[a-z]+$"}, "ABC"),
+        ({"not": {"type": "string"}}, "x"),
+        ({"anyOf": [{"type": "string"}, {"type": "integer"}]}, 1.5),
+        ({"oneOf": [{"type": "string"}, {"type": "integer"}]}, 1.5),
+        ({"anyOf": [{"type": "object", "required": ["x"]}, {"type": "string"}]}, {}),
+        (
+            {
+                "properties": {
+                    "a": {"anyOf": [{"properties": {"b": {"type": "string"}}}, {"type": "array"}]}
+                }
+            },
+            {"a": {"b": 1}},
+        ),
+        (
+            {"properties": {"a": {"anyOf": [{"properties": {"b": {"type": "string"}}}]}}},
+            {"a": {"b": 1}},
+        ),
+        ({"allOf": [{"type": "object"}, {"required": ["a"]}]}, {}),
+        ({"properties": {"a~b/c": {"items": {"type": "string"}}}}, {"a~b/c": ["x", None]}),
+        ({"enum": [{"a": 1}, None, 1.5]}, [True]),
+        ({"required": ["q"], "properties": {"a": {"type": "string"}}}, {"a": 1}),
+        ({"definitions": {"n": {"minimum": 1}}, "items": {"$ref": "#/definitions/n"}}, [1, 0]),
+    ],
+)
+def test_native_errors_are_those_jsonschema_gave(schema, event):
+    validator = EventValidator(schema)
+    assert validator.engine == "jsonschema-rs"
+    expected = best_match(
+        Draft4Validator(schema, format_checker=EVENT_FORMAT_CHECKER).iter_errors(event)
+    )
+    assert validator.error_for(event) == (
+        f"{pointer(list(expected.absolute_path))}: {expected.message}"
+    )
+
+
+@pytest.mark.parametrize(
+    ("schema", "event", "error"),
+    [
+        # jsonschema-rs sorts the types; jsonschema lists them as the schema does.
+        ({"type": ["string", "null"]}, 1, "#: 1 is not of type 'null', 'string'"),
+        # jsonschema-rs reports a missing dependency as a missing required property.
+        ({"dependencies": {"a": ["b"]}}, {"a": 1}, "#: 'b' is a required property"),
+        # Of equally relevant errors jsonschema reported the first in the schema's order.
+        (
+            {"required": ["a"], "properties": {"x": {}}, "additionalProperties": False},
+            {"b": 1},
+            "#: Additional properties are not allowed ('b' was unexpected)",
+        ),
+        # jsonschema listed the schemas the instance is valid under.
+        (
+            {"oneOf": [{"type": "number"}, {"type": "integer"}]},
+            1,
+            "#: 1 is valid under more than one of the given schemas",
+        ),
+    ],
+)
+def test_native_errors_worded_differently(schema, event, error):
+    assert EventValidator(schema).error_for(event) == error
+
+
+@pytest.mark.parametrize(
+    ("value", "valid"),
+    [("José", True), ("tab\t", False), ("123", True), ("١٢٣", True), ("123\n", True)],
+)
+def test_patterns_keep_python_regex_semantics(value, valid):
+    # jsonschema-rs alone reads ECMA 262 regexes: ASCII-only \w and \d, `$` only at the very end.
+    schema = {"properties": {"name": {"pattern": "^\\w+$"}}}
+    validator = EventValidator(schema)
+    assert validator.engine == "jsonschema-rs"
+    error = None if valid else f"#/name: {value!r} does not match '^\\\\w+$'"
+    assert validator.error_for({"name": value}) == error
+
+
+def test_regexes_jsonschema_rs_refuses_are_left_to_jsonschema():
+    schema = {"properties": {"code": {"type": "string", "pattern": "(?i)^[a-z]{3}\\Z"}}}
+    validator = EventValidator(schema)
+    assert validator.engine == "jsonschema"
+    assert validator.error_for({"code": "AbC"}) is None
+    assert validator.error_for({"code": "AbCd"}) == (
+        "#/code: 'AbCd' does not match '(?i)^[a-z]{3}\\\\Z'"
+    )
+
+
+def test_pattern_properties_are_left_to_jsonschema():
+    schema = {"patternProperties": {"^\\w+$": {"type": "integer"}}, "additionalProperties": False}
+    validator = EventValidator(schema)
+    assert validator.engine == "jsonschema"
+    assert validator.error_for({"José": 1}) is None
+    assert validator.error_for({"José": "1"}) == "#/José: '1' is not of type 'integer'"
+    assert validator.error_for({"a b": 1}).startswith("#: 'a b' does not match any of the regexes")
+
+
+def test_recursive_schemas_are_left_to_jsonschema():
+    validator = EventValidator(TREE_SCHEMA)
+    assert validator.engine == "jsonschema"
+    leaf = {"name": 1}
+    assert validator.error_for({"name": "root", "children": [{"children": [leaf]}]}) == (
+        "#/children/0/children/0/name: 1 is not of type 'string'"
+    )
+    assert validator.is_valid({"name": "root", "children": [{"name": "leaf"}]})
+
+
+def test_recursion_inside_a_data_schema_is_found():
+    et = event_type("data", schema=TREE_SCHEMA)
+    assert EventValidator(effective_schema(et)).engine == "jsonschema"
+
+
+@pytest.mark.parametrize(
+    ("links", "engine"),
+    [(MAX_NATIVE_DEPTH - 2, "jsonschema-rs"), (MAX_NATIVE_DEPTH - 1, "jsonschema")],
+)
+def test_chains_of_references_deeper_than_the_native_stack_allows_are_left_to_jsonschema(
+    links, engine
+):
+    definitions = {f"d{index}": {"$ref": f"#/definitions/d{index + 1}"} for index in range(links)}
+    definitions[f"d{links}"] = {"type": "object"}
+    schema = {"definitions": definitions, "$ref": "#/definitions/d0"}
+    assert EventValidator(schema).engine == engine
 
 
 def test_the_cache_compiles_once_per_version():
