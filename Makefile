@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-packages run test lint migrate bench-storage
+.PHONY: setup system-packages run test lint migrate bench-storage bench-publish
 
 setup: system-packages $(STAMP)
 
@@ -33,3 +33,9 @@ migrate: setup
 
 bench-storage: setup
 	$(PYTHON) tests/benchmarks/bench_storage.py
+
+## Publishing over HTTP (needs wrk, which it installs).
+bench-publish: setup
+	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		$$sudo apt-get install -y -q wrk; }
+	$(PYTHON) tests/benchmarks/bench_publish.py
