@@ -29,6 +29,7 @@ class Settings:
     max_retention_ms: int = 345_600_000
     default_retention_ms: int = 345_600_000
     max_batch_bytes: int = 50_000_000
+    max_streams_per_partition: int = 10
 
     def registry(self) -> RegistrySettings:
         """The bounds event types are checked against."""

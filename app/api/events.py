@@ -1,20 +1,31 @@
-"""``/event-types/{name}/events``: publishing batches of events."""
+"""``/event-types/{name}/events``: publishing batches of events (POST) and the
+low-level event stream (GET)."""
 
 from __future__ import annotations
 
+import random
 import zlib
+from collections.abc import Iterator
 
 import orjson
 from flask import Blueprint, Response, g, request
 
+from app.coordination.stream_slots import TooManyStreams, claim_slots
+from app.cursors import CursorInvalid, resolve
 from app.problems import Problem
 from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
 from app.publishing.publisher import BatchRejected, publish
 from app.services import services
+from workers.event_stream import EventStream, StreamLimits, gzipped
 
 blueprint = Blueprint("events", __name__)
 
 JSON_TYPES = ("application/json",)
+CURSORS_HEADER = "X-Nakadi-Cursors"
+DEFAULT_FLUSH_TIMEOUT_S = 30
+MAX_STREAM_TIMEOUT_S = 4200
+DEFAULT_STREAM_TIMEOUT_S = 3600
+STREAM_TIMEOUT_JITTER_S = 600
 
 
 def _batch_body(limit: int) -> bytes:
@@ -66,3 +77,103 @@ def publish_events(name: str) -> Response:
     if all(item.status == "submitted" for item in items):
         return Response(status=200)
     return _items_response(items, 207)
+
+
+def _count_arg(name: str, default: int) -> int:
+    """A non-negative integer query parameter; anything else is a 422 naming it."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise Problem(422, f"{name} must be an integer, got {raw!r}") from None
+    if value < 0:
+        raise Problem(422, f"{name} must not be negative, got {value}")
+    return value
+
+
+def stream_limits() -> StreamLimits:
+    """The stream parameters of the request, with the spec's defaults and rules."""
+    batch_limit = _count_arg("batch_limit", 1)
+    if batch_limit < 1:
+        raise Problem(422, "batch_limit must be at least 1")
+    stream_limit = _count_arg("stream_limit", 0)
+    if stream_limit and stream_limit < batch_limit:
+        raise Problem(422, f"stream_limit ({stream_limit}) must not be lower than batch_limit "
+                           f"({batch_limit})")
+    flush_timeout = _count_arg("batch_flush_timeout", 0) or DEFAULT_FLUSH_TIMEOUT_S
+    stream_timeout = _count_arg("stream_timeout", 0)
+    if stream_timeout == 0 or stream_timeout > MAX_STREAM_TIMEOUT_S:
+        stream_timeout = DEFAULT_STREAM_TIMEOUT_S + random.uniform(
+            -STREAM_TIMEOUT_JITTER_S, STREAM_TIMEOUT_JITTER_S)
+    elif stream_timeout < flush_timeout:
+        raise Problem(422, f"stream_timeout ({stream_timeout}) must not be lower than "
+                           f"batch_flush_timeout ({flush_timeout})")
+    return StreamLimits(batch_limit, stream_limit, float(flush_timeout), float(stream_timeout),
+                        _count_arg("stream_keep_alive_limit", 0))
+
+
+def _start_positions(timeline, bounds) -> dict[int, int]:
+    """Where each partition's stream starts: after the cursors of the X-Nakadi-Cursors
+    header, or after the newest event of every partition without it."""
+    raw = request.headers.get(CURSORS_HEADER)
+    if raw is None:
+        return {partition: available.newest for partition, available in bounds.items()}
+    try:
+        cursors = orjson.loads(raw)
+    except orjson.JSONDecodeError as error:
+        raise Problem(422, f"{CURSORS_HEADER} is not valid JSON: {error}") from None
+    if not isinstance(cursors, list) or not cursors:
+        raise Problem(422, f"{CURSORS_HEADER} must be a non-empty JSON array of cursors "
+                           '[{"partition": "0", "offset": "..."}]')
+    positions: dict[int, int] = {}
+    for cursor in cursors:
+        try:
+            position = resolve(cursor, timeline, bounds)
+        except CursorInvalid as error:
+            raise Problem(422, str(error)) from None
+        if position.partition in positions:
+            raise Problem(422, f"{CURSORS_HEADER} names partition {position.partition} twice")
+        positions[position.partition] = position.offset
+    return positions
+
+
+@blueprint.get("/event-types/<name>/events")
+def stream_events(name: str) -> Response:
+    current = services()
+    found = current.event_types.get(name)
+    if found is None:
+        raise Problem(404, f"EventType '{name}' does not exist.")
+    _, timeline = found
+    limits = stream_limits()
+    engine = current.engines.get(timeline.storage_id)
+    bounds = {b.partition: b for b in engine.bounds(timeline.topic)}
+    positions = _start_positions(timeline, bounds)
+    try:
+        slots = claim_slots(current.zookeeper, name, sorted(positions),
+                            current.settings.max_streams_per_partition)
+    except TooManyStreams as error:
+        raise Problem(429, str(error), "Too Many Requests") from None
+    try:
+        reader = engine.reader(timeline.topic, positions)
+    except BaseException:
+        slots.release()
+        raise
+    lines = EventStream(reader, timeline, positions, limits,
+                        request.environ.get("gunicorn.socket")).lines()
+    compress = request.accept_encodings["gzip"] > 0
+
+    def body() -> Iterator[bytes]:
+        try:
+            yield b""  # the headers go out now, before any batch
+            yield from gzipped(lines) if compress else lines
+        finally:
+            lines.close()
+            slots.release()
+
+    response = Response(body(), mimetype="application/x-json-stream")
+    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass batches on as they come
+    if compress:
+        response.headers["Content-Encoding"] = "gzip"
+    return response

@@ -47,7 +47,7 @@ def start_gunicorn(env: dict[str, str], port: int) -> subprocess.Popen:
     return subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "app.wsgi:app"],
         env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS="2",
-                 NAKADI_GRACEFUL_TIMEOUT="5"),
+                 NAKADI_GRACEFUL_TIMEOUT="5", NAKADI_MAX_STREAMS_PER_PARTITION="3"),
         cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
 

@@ -1,0 +1,57 @@
+"""Limits concurrent low-level streams per partition, across every instance.
+
+A stream takes a slot on each partition it reads: an ephemeral sequential node
+under ``/low-level-streams/<event type>/<partition>``. The oldest ``limit``
+nodes of a partition hold its slots; a stream whose node is not among them
+gives all its nodes back and is refused. Nodes vanish with the stream, or
+with the session of a worker that died.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable
+
+from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
+
+ROOT = "/low-level-streams"
+
+
+class TooManyStreams(Exception):
+    """A partition has no free slot; the message names it."""
+
+
+class StreamSlots:
+    """The slots one stream holds; ``release`` gives them back."""
+
+    def __init__(self, zookeeper: KazooClient) -> None:
+        self._zookeeper = zookeeper
+        self._nodes: list[str] = []
+
+    def release(self) -> None:
+        for node in self._nodes:
+            with contextlib.suppress(NoNodeError):
+                self._zookeeper.delete(node)
+        self._nodes = []
+
+
+def claim_slots(zookeeper: KazooClient, event_type: str, partitions: Iterable[int],
+                limit: int) -> StreamSlots:
+    """Take a slot on every partition, or raise ``TooManyStreams`` holding none."""
+    slots = StreamSlots(zookeeper)
+    try:
+        for partition in partitions:
+            parent = f"{ROOT}/{event_type}/{partition}"
+            node = zookeeper.create(f"{parent}/stream-", ephemeral=True, sequence=True,
+                                    makepath=True)
+            slots._nodes.append(node)
+            holders = sorted(zookeeper.get_children(parent))
+            if holders.index(node.rsplit("/", 1)[1]) >= limit:
+                raise TooManyStreams(
+                    f"partition {partition} of {event_type} already has {limit} streams; "
+                    "close one or try again later")
+    except BaseException:
+        slots.release()
+        raise
+    return slots
