@@ -1,0 +1,167 @@
+"""Low-level streaming throughput and end-to-end latency against a real gunicorn.
+
+    python tests/benchmarks/bench_stream.py [--events 1000000] [--rate 200]
+        [--seconds 20] [--engines postgres,kafka]
+
+For each engine it prints:
+- throughput: events/s and MB/s of one stream from ``begin`` over ``--events``
+  pre-published ~200-byte events with batch_limit=1000;
+- latency: a producer posts single events over HTTP at ``--rate`` events/s
+  while a stream with batch_limit=1 reads them; p50/p99/max from the moment
+  the producer sent an event to the moment its batch arrived.
+
+Starts its own PostgreSQL, ZooKeeper and Kafka-protocol broker on free ports
+unless NAKADI_* addresses are set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import os
+import shutil
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import orjson
+import requests
+
+from app.config import Settings
+from app.repository.database import ConnectionPool, make_green
+from app.repository.event_types import active_timeline
+from app.repository.storages import get_storage
+from app.storage.engines import build_engine
+from deploy.localstack import LocalStack, free_port
+from tests.benchmarks.bench_publish import (
+    create_event_type,
+    order_event,
+    set_default_storage,
+    start_server,
+)
+
+
+def prepublish(settings: Settings, name: str, storage_id: str, count: int) -> int:
+    """Append ``count`` events straight to the event type's topic; returns their bytes."""
+    make_green()
+    pool = ConnectionPool(settings.database_url, 4)
+    timeline = active_timeline(pool, name)
+    engine = build_engine(get_storage(pool, storage_id), pool)
+    payloads = [orjson.dumps(order_event(n)) for n in range(1000)]
+    try:
+        for start in range(0, count, 8000):
+            engine.append_many(timeline.topic, {p: payloads for p in range(8)
+                                                if start + p * 1000 < count})
+    finally:
+        engine.close()
+        pool.close()
+    return sum(len(p) for p in payloads) * count // 1000
+
+
+def stream_throughput(port: int, name: str, count: int) -> tuple[float, float]:
+    """Events/s and MB/s of one stream reading ``count`` events from begin."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    cursors = json.dumps([{"partition": str(p), "offset": "begin"} for p in range(8)])
+    started = time.perf_counter()
+    conn.request("GET", f"/event-types/{name}/events?batch_limit=1000&stream_limit={count}"
+                        "&batch_flush_timeout=1", headers={"X-Nakadi-Cursors": cursors})
+    response = conn.getresponse()
+    if response.status != 200:
+        raise RuntimeError(response.read().decode())
+    received = 0
+    while chunk := response.read1(1 << 20):
+        received += len(chunk)
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return count / elapsed, received / elapsed / 1e6
+
+
+def end_to_end_latency(port: int, name: str, rate: float, seconds: float) -> list[float]:
+    """Milliseconds from each single-event publish to the arrival of its batch."""
+    sent_at: dict[str, float] = {}
+    latencies: list[float] = []
+    stop = threading.Event()
+    stream = requests.get(f"http://127.0.0.1:{port}/event-types/{name}/events",
+                          params={"batch_limit": 1, "batch_flush_timeout": 1},
+                          stream=True, timeout=30)
+
+    def consume() -> None:
+        # Closing the stream from the main thread ends the read with an error: expected.
+        with contextlib.suppress(requests.RequestException, AttributeError):
+            for line in stream.iter_lines(chunk_size=1):
+                arrived = time.perf_counter()
+                for event in json.loads(line).get("events", []):
+                    latencies.append((arrived - sent_at[event["metadata"]["eid"]]) * 1000)
+                if stop.is_set():
+                    return
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    time.sleep(1)
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    due = time.perf_counter()
+    end = due + seconds
+    while due < end:
+        pause = due - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        event = order_event(0)
+        sent_at[event["metadata"]["eid"]] = time.perf_counter()
+        conn.request("POST", f"/event-types/{name}/events", orjson.dumps([event]),
+                     {"Content-Type": "application/json"})
+        conn.getresponse().read()
+        due += 1 / rate
+    time.sleep(1)
+    stop.set()
+    stream.close()
+    return sorted(latencies)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
+    parser.add_argument("--seconds", type=float, default=20.0, help="latency run length")
+    parser.add_argument("--engines", default="postgres,kafka")
+    args = parser.parse_args()
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
+    given = {k: v for k, v in os.environ.items() if k.startswith("NAKADI_")}
+    work_dir = Path(tempfile.mkdtemp(prefix="nakadi-bench-"))
+    work_dir.chmod(0o755)
+    stack = LocalStack(work_dir / "stack", free_port(), free_port(), free_port())
+    server = None
+    try:
+        env.update(given, **stack.start(given))
+        settings = Settings.from_env(env)
+        server, port = start_server(env, 2)
+        base_url = f"http://127.0.0.1:{port}"
+        for engine in args.engines.split(","):
+            set_default_storage(settings.database_url, engine)
+            name = create_event_type(base_url)
+            size = prepublish(settings, name, engine, args.events)
+            rate, megabytes = stream_throughput(port, name, args.events)
+            print(f"{engine:9} stream from begin, batch_limit 1000: {rate:,.0f} events/s,"
+                  f" {megabytes:.1f} MB/s ({args.events:,} events of ~{size // args.events}"
+                  " bytes)", flush=True)
+            name = create_event_type(base_url)
+            latencies = end_to_end_latency(port, name, args.rate, args.seconds)
+            if not latencies:
+                raise RuntimeError("no event arrived")
+            print(f"{engine:9} publish -> stream at {args.rate:.0f} events/s, batch_limit 1:"
+                  f" p50 {latencies[len(latencies) // 2]:.1f} ms,"
+                  f" p99 {latencies[int(len(latencies) * 0.99)]:.1f} ms,"
+                  f" max {latencies[-1]:.1f} ms ({len(latencies)} events)", flush=True)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+        stack.stop()
+        shutil.rmtree(work_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
