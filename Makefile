@@ -3,7 +3,7 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-packages run test lint migrate bench-storage bench-publish
+.PHONY: setup system-packages run test lint migrate bench-storage bench-publish bench-stream
 
 setup: system-packages $(STAMP)
 
@@ -39,3 +39,7 @@ bench-publish: setup
 	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get install -y -q wrk; }
 	$(PYTHON) tests/benchmarks/bench_publish.py
+
+## Streaming throughput from begin and publish-to-stream latency.
+bench-stream: setup
+	$(PYTHON) tests/benchmarks/bench_stream.py
