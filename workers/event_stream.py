@@ -6,9 +6,9 @@ when it holds ``batch_limit`` events, or when ``batch_flush_timeout`` passed
 since that partition's last batch (then, if it holds nothing, as a keep-alive
 with the partition's current cursor). The stream ends cleanly, pending events
 flushed, as soon as ``stream_limit`` events are at hand, on ``stream_timeout``, after
-``stream_keep_alive_limit`` keep-alives in a row on every partition, and when
-the worker shuts down. A client that goes away is noticed within a second
-even when nothing is being written.
+``stream_keep_alive_limit`` keep-alives in a row on every partition, when the
+event type is deleted, and when the worker shuts down. A client that goes away
+is noticed within a second even when nothing is being written.
 """
 
 from __future__ import annotations
@@ -61,8 +61,10 @@ class EventStream:
 
     def __init__(self, reader: StreamReader, timeline: Timeline, positions: dict[int, int],
                  limits: StreamLimits, connection: socket.socket | None = None,
+                 still_exists: Callable[[], bool] = lambda: True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._reader = reader
+        self._still_exists = still_exists
         self._timeline = timeline
         self._limits = limits
         self._connection = connection
@@ -157,7 +159,8 @@ class EventStream:
                 yield from self._pending_batches()
                 return
             yield from self._due_batches()
-            if self._keep_alive_limit_reached() or client_gone(self._connection):
+            if (self._keep_alive_limit_reached() or client_gone(self._connection)
+                    or not self._still_exists()):
                 return
 
 

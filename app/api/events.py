@@ -161,7 +161,8 @@ def stream_events(name: str) -> Response:
         slots.release()
         raise
     lines = EventStream(reader, timeline, positions, limits,
-                        request.environ.get("gunicorn.socket")).lines()
+                        request.environ.get("gunicorn.socket"),
+                        lambda: current.event_types.get(name) is not None).lines()
     compress = request.accept_encodings["gzip"] > 0
 
     def body() -> Iterator[bytes]:

@@ -384,6 +384,9 @@ class KafkaEngine:
         return reader
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
+        # Fresh metadata: a topic deleted by another process is noticed now, rather
+        # than when the offset requests time out.
+        self._raise_if_gone(topic)
         partitions = range(self._partition_count(topic))
         try:
             return self._run(topic, self._bounds_blocking, topic, partitions)
@@ -604,8 +607,11 @@ class KafkaEngine:
         return count
 
     def _metadata_partition_count(self, topic: str) -> int:
-        """Ask the broker for the topic's metadata (blocking) and remember its partition count."""
-        found = self._admin().list_topics(topic=topic, timeout=self._timeout).topics.get(topic)
+        """Ask the broker for the topic's metadata (blocking) and remember its partition count.
+
+        Asks for all topics: a metadata request naming a topic lets a broker that
+        auto-creates topics create it again right after it was deleted (Tansu does)."""
+        found = self._admin().list_topics(timeout=self._timeout).topics.get(topic)
         if found is None:
             raise TopicNotFound(f"{topic}: the topic does not exist")
         if found.error is not None:

@@ -227,6 +227,10 @@ class PostgresEngine:
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
         rows = self._query(BOUNDS, (self._topic_id(topic),))
+        if not rows:
+            # Deleted since its id was cached (by another process): this raises TopicNotFound,
+            # or finds the topic created again under the same name.
+            rows = self._query(BOUNDS, (self._topic_id(topic, refresh=True),))
         return [PartitionBounds(partition, oldest, newest) for partition, oldest, newest in rows]
 
     def reader(self, topic: str, positions: Mapping[int, int]) -> PostgresReader:

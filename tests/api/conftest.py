@@ -43,13 +43,22 @@ def default_storage(request, pool) -> Iterator[str]:
     pool.execute("UPDATE storages SET is_default = (id = 'postgres')")
 
 
-def start_gunicorn(env: dict[str, str], port: int) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "app.wsgi:app"],
-        env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS="2",
-                 NAKADI_GRACEFUL_TIMEOUT="5", NAKADI_MAX_STREAMS_PER_PARTITION="3"),
-        cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
+def start_gunicorn(env: dict[str, str], port: int, log: Path | None = None) -> subprocess.Popen:
+    """gunicorn on the port. Its output goes to ``log`` when given, else to pipes
+    for ``communicate()``; a long-lived server must get a log file, as nothing
+    reads the pipes and a full pipe stops the server."""
+    output = open(log, "ab") if log is not None else subprocess.PIPE  # noqa: SIM115
+    try:
+        return subprocess.Popen(
+            [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"),
+             "app.wsgi:app"],
+            env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS="2",
+                     NAKADI_GRACEFUL_TIMEOUT="5", NAKADI_MAX_STREAMS_PER_PARTITION="3"),
+            cwd=ROOT, stdout=output, stderr=output, text=True,
+        )
+    finally:
+        if log is not None:
+            output.close()
 
 
 def stop_gunicorn(process: subprocess.Popen) -> tuple[str, str]:
@@ -61,26 +70,30 @@ def stop_gunicorn(process: subprocess.Popen) -> tuple[str, str]:
         return process.communicate()
 
 
-@pytest.fixture(scope="session")
-def base_url(stack_env: dict[str, str]) -> Iterator[str]:
-    """A real gunicorn (gevent workers) serving the session's stack."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
-    env.update(stack_env)
-    port = free_port()
-    process = start_gunicorn(env, port)
-    url = f"http://127.0.0.1:{port}"
+def wait_until_serving(process: subprocess.Popen, url: str, log: Path) -> None:
     deadline = time.monotonic() + 30
     while True:
         if process.poll() is not None:
-            _, err = process.communicate()
-            pytest.fail(f"gunicorn exited with {process.returncode}: {err[-3000:]}")
+            pytest.fail(f"gunicorn exited with {process.returncode}: {log.read_text()[-3000:]}")
         try:
             requests.get(url + "/health", timeout=5)
-            break
+            return
         except requests.ConnectionError:
             if time.monotonic() > deadline:
                 stop_gunicorn(process)
                 pytest.fail("gunicorn did not answer in 30 s")
             time.sleep(0.1)
+
+
+@pytest.fixture(scope="session")
+def base_url(stack_env: dict[str, str], tmp_path_factory) -> Iterator[str]:
+    """A real gunicorn (gevent workers) serving the session's stack."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
+    env.update(stack_env)
+    port = free_port()
+    log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
+    process = start_gunicorn(env, port, log)
+    url = f"http://127.0.0.1:{port}"
+    wait_until_serving(process, url, log)
     yield url
     stop_gunicorn(process)

@@ -12,7 +12,12 @@ import pytest
 import requests
 
 from deploy.localstack import free_port
-from tests.api.conftest import assert_problem, start_gunicorn, stop_gunicorn
+from tests.api.conftest import (
+    assert_problem,
+    start_gunicorn,
+    stop_gunicorn,
+    wait_until_serving,
+)
 from tests.api.test_publishing import business_event, new_event_type, post
 
 
@@ -221,20 +226,14 @@ def test_unknown_event_type_stream_is_a_404(base_url):
     assert_problem(response, 404)
 
 
-def test_worker_shutdown_ends_streams_cleanly_with_pending_events(server_env, event_type):
+def test_worker_shutdown_ends_streams_cleanly_with_pending_events(server_env, event_type,
+                                                                  tmp_path):
     """SIGTERM: open streams flush what they hold and end, well before the graceful timeout."""
     port = free_port()
-    server = start_gunicorn(server_env, port)
+    url = f"http://127.0.0.1:{port}"
+    server = start_gunicorn(server_env, port, tmp_path / "gunicorn.log")
     try:
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                requests.get(url + "/health", timeout=5)
-                break
-            except requests.ConnectionError:
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+        wait_until_serving(server, url, tmp_path / "gunicorn.log")
         publish(url, event_type, 0, 3)
         response = open_stream(url, event_type, begin(0), batch_limit=100,
                                batch_flush_timeout=30)
@@ -247,3 +246,12 @@ def test_worker_shutdown_ends_streams_cleanly_with_pending_events(server_env, ev
         assert amounts(batches) == [0, 1, 2]
     finally:
         stop_gunicorn(server)
+
+
+def test_deleting_the_event_type_ends_its_streams(base_url, event_type):
+    response = open_stream(base_url, event_type, begin(0, 1), batch_flush_timeout=30)
+    assert response.status_code == 200
+    assert requests.delete(f"{base_url}/event-types/{event_type}").status_code == 200
+    started = time.monotonic()
+    assert read_batches(response) == []
+    assert time.monotonic() - started < 3

@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import json
 import time
+import uuid
 
 import gevent
 import pytest
@@ -203,3 +204,26 @@ def test_concurrent_append_many_over_shared_partitions(engine, topic):
 def test_append_many_to_unknown_topic_fails(engine):
     with pytest.raises(StorageError):
         engine.append_many("no-such-topic-anywhere", {0: [payload(1)], 1: [payload(2)]})
+
+
+def test_topic_deleted_by_another_process_is_noticed(engine, pool):
+    from app.repository.storages import get_storage
+    from app.storage.engines import build_engine
+    from app.storage.kafka import KafkaEngine
+
+    storage = get_storage(pool, engine.storage_type)
+    # Kafka notices only once its request times out: keep that short here.
+    this_process = (KafkaEngine(storage.configuration["bootstrap_servers"], timeout=3)
+                    if storage.storage_type == "kafka" else build_engine(storage, pool))
+    other_process = build_engine(storage, pool)
+    topic = f"test-{uuid.uuid4().hex[:12]}"
+    try:
+        this_process.create_topic(topic, partitions=1, retention_ms=60_000)
+        this_process.append(topic, 0, [payload(1)])
+        this_process.bounds(topic)  # this engine now knows the topic
+        other_process.delete_topic(topic)
+        with pytest.raises(StorageError):
+            this_process.bounds(topic)
+    finally:
+        this_process.close()
+        other_process.close()
