@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import orjson
 from flask import Blueprint, Response, g, request
 
+from app.api.params import int_param
 from app.coordination.stream_slots import TooManyStreams, claim_slots
 from app.cursors import CursorInvalid, resolve
 from app.problems import Problem
@@ -80,17 +81,8 @@ def publish_events(name: str) -> Response:
 
 
 def _count_arg(name: str, default: int) -> int:
-    """A non-negative integer query parameter; anything else is a 422 naming it."""
-    raw = request.args.get(name)
-    if raw is None or raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Problem(422, f"{name} must be an integer, got {raw!r}") from None
-    if value < 0:
-        raise Problem(422, f"{name} must not be negative, got {value}")
-    return value
+    """A non-negative integer stream parameter; anything else is a 422 naming it."""
+    return int_param(name, default, 0, status=422)
 
 
 def stream_limits() -> StreamLimits:

@@ -1,4 +1,4 @@
-"""Query parameters, checked: a bad value is a 400 Problem naming the parameter."""
+"""Query parameters, checked: a bad value is a Problem naming the parameter."""
 
 from __future__ import annotations
 
@@ -7,15 +7,17 @@ from flask import request
 from app.problems import Problem
 
 
-def int_param(name: str, default: int, minimum: int, maximum: int | None = None) -> int:
+def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
+              status: int = 400) -> int:
+    """An integer query parameter within bounds; otherwise a Problem of ``status``."""
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
     try:
         value = int(raw)
     except ValueError:
-        raise Problem(400, f"'{name}' must be an integer, got {raw!r}") from None
+        raise Problem(status, f"'{name}' must be an integer, got {raw!r}") from None
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise Problem(400, f"'{name}' must be {bounds}, got {value}")
+        raise Problem(status, f"'{name}' must be {bounds}, got {value}")
     return value

@@ -20,23 +20,19 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
-import os
 import re
 import shutil
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
 from pathlib import Path
 
-import psycopg2
 import requests
 
-from deploy.localstack import LocalStack, free_port
+from tests.benchmarks.harness import running_broker, set_default_storage
 
-ROOT = Path(__file__).resolve().parents[2]
 ORDER_SCHEMA = {
     "type": "object",
     "properties": {
@@ -140,32 +136,6 @@ def paced(host: str, port: int, path: str, body: bytes, rate: float, seconds: fl
             failures[0])
 
 
-def set_default_storage(database_url: str, storage_id: str) -> None:
-    """New event types go to the default storage."""
-    conn = psycopg2.connect(database_url)
-    with conn, conn.cursor() as cursor:
-        cursor.execute("UPDATE storages SET is_default = (id = %s)", (storage_id,))
-    conn.close()
-
-
-def start_server(env: dict[str, str], workers: int) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "app.wsgi:app"],
-        env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS=str(workers),
-                 NAKADI_LOG_LEVEL="WARNING"),
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while True:
-        try:
-            requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
-            return server, port
-        except requests.ConnectionError:
-            if time.monotonic() > deadline or server.poll() is not None:
-                raise RuntimeError("gunicorn did not start") from None
-            time.sleep(0.2)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
@@ -177,15 +147,7 @@ def main() -> None:
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
-    given = {k: v for k, v in os.environ.items() if k.startswith("NAKADI_")}
-    work_dir = Path(tempfile.mkdtemp(prefix="nakadi-bench-"))
-    work_dir.chmod(0o755)
-    stack = LocalStack(work_dir / "stack", free_port(), free_port(), free_port())
-    server = None
-    try:
-        env.update(given, **stack.start(given))
-        server, port = start_server(env, args.workers)
+    with running_broker(args.workers) as (env, port, work_dir):
         base_url = f"http://127.0.0.1:{port}"
         print(f"gunicorn: {args.workers} gevent workers; wrk: {args.connections} connections,"
               f" {args.seconds:.0f}s per run; paced: half the saturated request rate")
@@ -209,12 +171,6 @@ def main() -> None:
                       f" {rate * len(body) / 1e6:>6.1f} {rate:>8,.0f} {p50:>7.1f} {p99:>7.1f} |"
                       f" {paced_rate:>11,.0f} {paced_p50:>7.1f} {paced_p99:>7.1f}{note}",
                       flush=True)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(30)
-        stack.stop()
-        shutil.rmtree(work_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -20,12 +20,8 @@ import argparse
 import contextlib
 import http.client
 import json
-import os
-import shutil
-import tempfile
 import threading
 import time
-from pathlib import Path
 
 import orjson
 import requests
@@ -35,13 +31,8 @@ from app.repository.database import ConnectionPool, make_green
 from app.repository.event_types import active_timeline
 from app.repository.storages import get_storage
 from app.storage.engines import build_engine
-from deploy.localstack import LocalStack, free_port
-from tests.benchmarks.bench_publish import (
-    create_event_type,
-    order_event,
-    set_default_storage,
-    start_server,
-)
+from tests.benchmarks.bench_publish import create_event_type, order_event
+from tests.benchmarks.harness import running_broker, set_default_storage
 
 
 def prepublish(settings: Settings, name: str, storage_id: str, count: int) -> int:
@@ -128,16 +119,8 @@ def main() -> None:
     parser.add_argument("--engines", default="postgres,kafka")
     args = parser.parse_args()
 
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
-    given = {k: v for k, v in os.environ.items() if k.startswith("NAKADI_")}
-    work_dir = Path(tempfile.mkdtemp(prefix="nakadi-bench-"))
-    work_dir.chmod(0o755)
-    stack = LocalStack(work_dir / "stack", free_port(), free_port(), free_port())
-    server = None
-    try:
-        env.update(given, **stack.start(given))
+    with running_broker() as (env, port, _):
         settings = Settings.from_env(env)
-        server, port = start_server(env, 2)
         base_url = f"http://127.0.0.1:{port}"
         for engine in args.engines.split(","):
             set_default_storage(settings.database_url, engine)
@@ -155,12 +138,6 @@ def main() -> None:
                   f" p50 {latencies[len(latencies) // 2]:.1f} ms,"
                   f" p99 {latencies[int(len(latencies) * 0.99)]:.1f} ms,"
                   f" max {latencies[-1]:.1f} ms ({len(latencies)} events)", flush=True)
-    finally:
-        if server is not None:
-            server.terminate()
-            server.wait(30)
-        stack.stop()
-        shutil.rmtree(work_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

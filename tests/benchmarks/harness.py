@@ -1,0 +1,69 @@
+"""What the benchmarks share: a local stack and a gunicorn serving it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import psycopg2
+import requests
+
+from deploy.localstack import LocalStack, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def set_default_storage(database_url: str, storage_id: str) -> None:
+    """New event types go to the default storage."""
+    conn = psycopg2.connect(database_url)
+    with conn, conn.cursor() as cursor:
+        cursor.execute("UPDATE storages SET is_default = (id = %s)", (storage_id,))
+    conn.close()
+
+
+def start_server(env: dict[str, str], workers: int) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "app.wsgi:app"],
+        env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS=str(workers),
+                 NAKADI_LOG_LEVEL="WARNING"),
+        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
+            return server, port
+        except requests.ConnectionError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("gunicorn did not start") from None
+            time.sleep(0.2)
+
+
+@contextmanager
+def running_broker(workers: int = 2) -> Iterator[tuple[dict[str, str], int, Path]]:
+    """The services (started here unless NAKADI_* addresses are set) and a gunicorn
+    with ``workers`` gevent workers: yields its environment, port and a scratch
+    directory, and stops everything afterwards."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
+    given = {k: v for k, v in os.environ.items() if k.startswith("NAKADI_")}
+    work_dir = Path(tempfile.mkdtemp(prefix="nakadi-bench-"))
+    work_dir.chmod(0o755)
+    stack = LocalStack(work_dir / "stack", free_port(), free_port(), free_port())
+    server = None
+    try:
+        env.update(given, **stack.start(given))
+        server, port = start_server(env, workers)
+        yield env, port, work_dir
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(30)
+        stack.stop()
+        shutil.rmtree(work_dir, ignore_errors=True)
