@@ -25,8 +25,8 @@ def create_app(settings: Settings | None = None) -> Flask:
     register_problem_handlers(app)
     install_flow_id(app, logging.getLogger("nakadi.access"))
 
-    from app.api import event_types, events, health, registry
+    from app.api import cursor_operations, event_types, events, health, partitions, registry
 
-    for module in (health, event_types, events, registry):
+    for module in (health, event_types, events, partitions, cursor_operations, registry):
         app.register_blueprint(module.blueprint)
     return app

@@ -89,6 +89,20 @@ def resolve(cursor: Any, timeline: Timeline,
     return Position(partition, position)
 
 
+def positions_by_partition(cursors: list, timeline: Timeline,
+                           bounds: Mapping[int, PartitionBounds]) -> dict[int, int]:
+    """The engine offset each cursor points at, by partition; at most one cursor
+    per partition."""
+    positions: dict[int, int] = {}
+    for cursor in cursors:
+        position = resolve(cursor, timeline, bounds)
+        if position.partition in positions:
+            raise CursorInvalid(f"partition \"{position.partition}\" has more than one cursor; "
+                                "give at most one per partition")
+        positions[position.partition] = position.offset
+    return positions
+
+
 def client_cursor(timeline: Timeline, partition: int, offset: int) -> dict[str, str]:
     """The cursor a client sees for a position."""
     return {"partition": str(partition), "offset": encode_offset(timeline.order, offset)}

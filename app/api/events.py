@@ -10,9 +10,10 @@ from collections.abc import Iterator
 import orjson
 from flask import Blueprint, Response, g, request
 
+from app.api.lookups import event_type_or_404, partition_bounds
 from app.api.params import int_param
 from app.coordination.stream_slots import TooManyStreams, claim_slots
-from app.cursors import CursorInvalid, resolve
+from app.cursors import CursorInvalid, positions_by_partition
 from app.problems import Problem
 from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
 from app.publishing.publisher import BatchRejected, publish
@@ -59,10 +60,7 @@ def _items_response(items, status: int) -> Response:
 @blueprint.post("/event-types/<name>/events")
 def publish_events(name: str) -> Response:
     current = services()
-    found = current.event_types.get(name)
-    if found is None:
-        raise Problem(404, f"EventType '{name}' does not exist.")
-    event_type, timeline = found
+    event_type, timeline = event_type_or_404(name)
     body = _batch_body(current.settings.max_batch_bytes)
     try:
         events, sizes = parse_batch(body)
@@ -119,29 +117,19 @@ def _start_positions(timeline, bounds) -> dict[int, int]:
     if not isinstance(cursors, list) or not cursors:
         raise Problem(422, f"{CURSORS_HEADER} must be a non-empty JSON array of cursors "
                            '[{"partition": "0", "offset": "..."}]')
-    positions: dict[int, int] = {}
-    for cursor in cursors:
-        try:
-            position = resolve(cursor, timeline, bounds)
-        except CursorInvalid as error:
-            raise Problem(422, str(error)) from None
-        if position.partition in positions:
-            raise Problem(422, f"{CURSORS_HEADER} names partition {position.partition} twice")
-        positions[position.partition] = position.offset
-    return positions
+    try:
+        return positions_by_partition(cursors, timeline, bounds)
+    except CursorInvalid as error:
+        raise Problem(422, f"{CURSORS_HEADER}: {error}") from None
 
 
 @blueprint.get("/event-types/<name>/events")
 def stream_events(name: str) -> Response:
     current = services()
-    found = current.event_types.get(name)
-    if found is None:
-        raise Problem(404, f"EventType '{name}' does not exist.")
-    _, timeline = found
+    _, timeline = event_type_or_404(name)
     limits = stream_limits()
+    positions = _start_positions(timeline, partition_bounds(timeline))
     engine = current.engines.get(timeline.storage_id)
-    bounds = {b.partition: b for b in engine.bounds(timeline.topic)}
-    positions = _start_positions(timeline, bounds)
     try:
         slots = claim_slots(current.zookeeper, name, sorted(positions),
                             current.settings.max_streams_per_partition)

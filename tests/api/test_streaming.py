@@ -210,7 +210,7 @@ def test_too_many_streams_on_a_partition_is_a_429_and_closed_streams_free_slots(
     ({}, '[{"partition": "0", "offset": "001-0001-000000000000000050"}]', "does not exist"),
     ({}, '[{"partition": "0", "offset": "001-0002-000000000000000000"}]', "timeline 2"),
     ({}, '[{"partition": "0", "offset": "begin"}, {"partition": "0", "offset": "begin"}]',
-     "twice"),
+     "more than one cursor"),
 ])
 def test_bad_stream_requests_are_422s_naming_the_problem(base_url, event_type, params,
                                                          cursors, detail):

@@ -1,0 +1,32 @@
+"""What several endpoints look up first: the event type with its active timeline
+(404 when there is none) and the available range of its partitions."""
+
+from __future__ import annotations
+
+import logging
+
+from app.problems import Problem
+from app.repository.event_types import Timeline
+from app.services import services
+from app.storage.engine import PartitionBounds, StorageError
+
+log = logging.getLogger(__name__)
+
+
+def event_type_or_404(name: str) -> tuple[dict, Timeline]:
+    """The event type and its active timeline, from the in-process cache."""
+    found = services().event_types.get(name)
+    if found is None:
+        raise Problem(404, f"EventType '{name}' does not exist.")
+    return found
+
+
+def partition_bounds(timeline: Timeline) -> dict[int, PartitionBounds]:
+    """The available range of every partition, read once so that a request sees one state."""
+    try:
+        bounds = services().engines.get(timeline.storage_id).bounds(timeline.topic)
+    except StorageError as error:
+        log.error("reading the offsets of %s failed: %s", timeline.event_type, error)
+        raise Problem(503, f"The storage '{timeline.storage_id}' did not report the offsets of "
+                           f"'{timeline.event_type}'; try again later.") from None
+    return {available.partition: available for available in bounds}

@@ -1,0 +1,76 @@
+"""``/event-types/{name}/partitions``: the available offsets of each partition and,
+given a consumer's cursors, how many events it has not consumed yet."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+
+from flask import Blueprint, Response, jsonify, request
+
+from app.api.lookups import event_type_or_404, partition_bounds
+from app.cursors import PARTITION_NAME, CursorInvalid, positions_by_partition, resolve
+from app.problems import Problem
+from app.repository.event_types import Timeline
+from app.storage.engine import PartitionBounds
+from app.storage.offsets import encode_offset
+
+blueprint = Blueprint("partitions", __name__)
+
+def partition_view(timeline: Timeline, available: PartitionBounds,
+                   consumed: int | None = None) -> dict[str, object]:
+    """A Partition object; with ``consumed`` (an engine offset), its ``unconsumed_events``.
+
+    An empty partition shows its newest offset before its oldest one, as Nakadi does."""
+    view: dict[str, object] = {
+        "partition": str(available.partition),
+        "oldest_available_offset": encode_offset(timeline.order, available.oldest),
+        "newest_available_offset": encode_offset(timeline.order, available.newest),
+    }
+    if consumed is not None:
+        view["unconsumed_events"] = available.newest - consumed
+    return view
+
+
+def _consumed_by_partition(raw: str, timeline: Timeline,
+                           bounds: Mapping[int, PartitionBounds]) -> dict[int, int]:
+    """The engine offset consumed in each partition named by the ``cursors`` parameter."""
+    try:
+        cursors = json.loads(raw)
+    except ValueError as error:
+        raise Problem(400, f"'cursors' must be a URL-encoded JSON array of cursors; "
+                           f"it is not valid JSON: {error}") from None
+    if not isinstance(cursors, list):
+        raise Problem(422, "'cursors' must be a JSON array of cursors "
+                           "like [{\"partition\": \"0\", \"offset\": \"begin\"}]")
+    try:
+        return positions_by_partition(cursors, timeline, bounds)
+    except CursorInvalid as error:
+        raise Problem(422, f"cursors: {error}") from None
+
+
+@blueprint.get("/event-types/<name>/partitions")
+def list_partitions(name: str) -> Response:
+    _, timeline = event_type_or_404(name)
+    bounds = partition_bounds(timeline)
+    raw = request.args.get("cursors")
+    consumed = {} if raw is None else _consumed_by_partition(raw, timeline, bounds)
+    return jsonify([partition_view(timeline, available, consumed.get(partition))
+                    for partition, available in sorted(bounds.items())])
+
+
+@blueprint.get("/event-types/<name>/partitions/<partition>")
+def get_partition(name: str, partition: str) -> Response:
+    _, timeline = event_type_or_404(name)
+    if not PARTITION_NAME.match(partition) or int(partition) >= timeline.partitions:
+        raise Problem(404, f"EventType '{name}' has no partition '{partition}'; its partitions "
+                           f"are \"0\" to \"{timeline.partitions - 1}\".")
+    bounds = partition_bounds(timeline)
+    offset = request.args.get("consumed_offset")
+    if offset is None:
+        return jsonify(partition_view(timeline, bounds[int(partition)]))
+    try:
+        position = resolve({"partition": partition, "offset": offset}, timeline, bounds)
+    except CursorInvalid as error:
+        raise Problem(422, f"consumed_offset: {error}") from None
+    return jsonify(partition_view(timeline, bounds[position.partition], position.offset))
