@@ -18,6 +18,7 @@ from tests.api.conftest import (
     stop_gunicorn,
     wait_until_serving,
 )
+from tests.api.test_partitions import expire
 from tests.api.test_publishing import business_event, new_event_type, post
 
 
@@ -255,3 +256,21 @@ def test_deleting_the_event_type_ends_its_streams(base_url, event_type):
     started = time.monotonic()
     assert read_batches(response) == []
     assert time.monotonic() - started < 3
+
+
+# Retention is imitated by deleting rows, which only the postgres engine allows.
+@pytest.mark.parametrize("default_storage", ["postgres"], indirect=True)
+def test_expired_offsets_are_422s_and_begin_starts_at_the_oldest_event(base_url, pool,
+                                                                       event_type):
+    publish(base_url, event_type, 0, 5)
+    expire(pool, event_type, 0, 3)
+    expired = open_stream(base_url, event_type,
+                          [{"partition": "0", "offset": "001-0001-000000000000000001"}])
+    assert "has expired" in assert_problem(expired, 422)["detail"]
+    from_begin = read_batches(open_stream(base_url, event_type, begin(0), batch_limit=2,
+                                          stream_limit=2))
+    assert amounts(from_begin) == [3, 4]
+    just_before_oldest = read_batches(open_stream(
+        base_url, event_type, [{"partition": "0", "offset": "001-0001-000000000000000002"}],
+        batch_limit=2, stream_limit=2))
+    assert amounts(just_before_oldest) == [3, 4]
