@@ -39,21 +39,24 @@ WHERE (topic_id, partition) IN (SELECT * FROM unnest(%s::bigint[], %s::integer[]
 ORDER BY topic_id, partition FOR UPDATE
 """
 
+# Payloads come in (topic, partition) order; counts say how many each partition
+# has, so an event's partition and position follow from its ordinal.
 APPEND = """
 WITH wanted AS (
-    SELECT * FROM unnest(%(topics)s::bigint[], %(partitions)s::integer[], %(counts)s::bigint[])
-        AS w (topic_id, partition, count)
+    SELECT topic_id, partition, count,
+           sum(count) OVER (ORDER BY ordinal) - count AS first_ordinal
+    FROM unnest(%(topics)s::bigint[], %(partitions)s::integer[], %(counts)s::bigint[])
+         WITH ORDINALITY AS w (topic_id, partition, count, ordinal)
 ), counters AS (
     UPDATE log_partitions p SET next_offset = p.next_offset + w.count FROM wanted w
     WHERE p.topic_id = w.topic_id AND p.partition = w.partition
     RETURNING p.topic_id, p.partition, p.next_offset - w.count AS first_offset
 ), appended AS (
     INSERT INTO log_events (topic_id, partition, event_offset, payload)
-    SELECT e.topic_id, e.partition, c.first_offset + e.position, e.payload
-    FROM unnest(%(event_topics)s::bigint[], %(event_partitions)s::integer[],
-                %(positions)s::bigint[], %(payloads)s::bytea[])
-         AS e (topic_id, partition, position, payload)
-    JOIN counters c ON c.topic_id = e.topic_id AND c.partition = e.partition
+    SELECT w.topic_id, w.partition, c.first_offset + e.ordinal - 1 - w.first_ordinal, e.payload
+    FROM unnest(%(payloads)s::bytea[]) WITH ORDINALITY AS e (payload, ordinal)
+    JOIN wanted w ON e.ordinal > w.first_ordinal AND e.ordinal <= w.first_ordinal + w.count
+    JOIN counters c ON c.topic_id = w.topic_id AND c.partition = w.partition
 )
 SELECT topic_id, partition, first_offset, pg_notify(%(channel)s, topic_id::text) FROM counters
 """
@@ -134,26 +137,23 @@ class GroupAppender:
                 events.extend(payloads)
             starts.append(start)
         keys = sorted(merged)
-        event_topics, event_partitions, positions, payloads = [], [], [], []
-        for key in keys:
-            for position, payload in enumerate(merged[key]):
-                event_topics.append(key[0])
-                event_partitions.append(key[1])
-                positions.append(position)
-                payloads.append(psycopg2.Binary(payload))
         topics = [topic for topic, _ in keys]
         partitions = [partition for _, partition in keys]
         with self._pool.transaction() as cursor:
-            cursor.execute(LOCK_PARTITIONS, (topics, partitions))
-            if cursor.rowcount != len(keys):
-                raise MissingPartitions()
+            # One partition's row lock alone cannot deadlock; several are taken in order.
+            if len(keys) > 1:
+                cursor.execute(LOCK_PARTITIONS, (topics, partitions))
+                if cursor.rowcount != len(keys):
+                    raise MissingPartitions()
             cursor.execute(APPEND, {
                 "topics": topics, "partitions": partitions,
                 "counts": [len(merged[key]) for key in keys],
-                "event_topics": event_topics, "event_partitions": event_partitions,
-                "positions": positions, "payloads": payloads, "channel": CHANNEL,
+                "payloads": [psycopg2.Binary(p) for key in keys for p in merged[key]],
+                "channel": CHANNEL,
             })
             first = {(topic, partition): offset for topic, partition, offset, _ in cursor}
+            if len(first) != len(keys):
+                raise MissingPartitions()
         return [{partition: first[(pending.topic_id, partition)] + offset
                  for partition, offset in start.items()}
                 for pending, start in zip(taken, starts, strict=True)]
