@@ -7,8 +7,9 @@ For each engine and batch size it prints:
 - saturation: events/s, MB/s and request latency p50/p99 from ``wrk`` with a
   few keep-alive connections (closed loop: each connection posts again as
   soon as it has an answer);
-- paced: p50/p99 request latency at half the saturated request rate, from a
-  client that sends at fixed times (open loop), so queueing shows up.
+- paced: p50/p99 request latency at half the saturated request rate (or at
+  the rates ``--paced`` gives), from a client that sends at fixed times (open
+  loop), so queueing shows up.
 
 Events are ~200-byte business events with a realistic order schema. It starts
 its own PostgreSQL, ZooKeeper and Kafka-protocol broker on free ports unless
@@ -143,14 +144,19 @@ def main() -> None:
     parser.add_argument("--batches", default="1,10,100,1000")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections")
+    parser.add_argument("--paced", default="", metavar="BATCH=REQ/S,...",
+                        help="paced request rates per batch size (default: half the saturated"
+                             " rate), e.g. 1=750,100=150: half the issue's targets")
     args = parser.parse_args()
+    paced_rates = {int(b): float(r) for b, r in
+                   (pair.split("=") for pair in args.paced.split(",") if pair)}
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
 
     with running_broker(args.workers) as (env, port, work_dir):
         base_url = f"http://127.0.0.1:{port}"
         print(f"gunicorn: {args.workers} gevent workers; wrk: {args.connections} connections,"
-              f" {args.seconds:.0f}s per run; paced: half the saturated request rate")
+              f" {args.seconds:.0f}s per run; paced: {args.paced or 'half the saturated rate'}")
         print(f"{'engine':9} {'batch':>5} {'events/s':>10} {'MB/s':>6} {'req/s':>8}"
               f" {'p50 ms':>7} {'p99 ms':>7} | {'paced req/s':>11} {'p50 ms':>7} {'p99 ms':>7}")
         for engine in args.engines.split(","):
@@ -163,7 +169,7 @@ def main() -> None:
                 body_path.write_bytes(body)
                 rate, p50, p99 = saturate(base_url + path, body_path, args.connections,
                                           args.seconds)
-                paced_rate = rate / 2
+                paced_rate = paced_rates.get(batch, rate / 2)
                 paced_p50, paced_p99, failed = paced("127.0.0.1", port, path, body,
                                                      paced_rate, args.seconds)
                 note = f"  ({failed} failed)" if failed else ""
