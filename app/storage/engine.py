@@ -11,6 +11,7 @@ Every method may be called from any greenlet: engines keep blocking work
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
@@ -65,34 +66,40 @@ class StreamReader(Protocol):
         ...
 
 
-class StorageEngine(Protocol):
+class StorageEngine(ABC):
     """One storage backend (``storage_type``) holding many topics."""
 
     storage_type: str
 
+    @abstractmethod
     def create_topic(self, topic: str, partitions: int, retention_ms: int) -> None:
         """Create ``topic`` with ``partitions`` partitions numbered from 0."""
-        ...
 
+    @abstractmethod
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic`` and all its events; deleting a missing topic is not an error."""
-        ...
 
     def append(self, topic: str, partition: int, payloads: Sequence[bytes]) -> list[int]:
         """Append ``payloads`` to one partition, in order, and return their offsets.
 
         Returns only once every event is durably acknowledged; raises
         ``StorageError`` when that cannot be confirmed."""
-        ...
+        if not payloads:
+            return []
+        result = self.append_many(topic, {partition: payloads})[partition]
+        if isinstance(result, StorageError):
+            raise result
+        return result
 
+    @abstractmethod
     def append_many(
         self, topic: str, batches: Mapping[int, Sequence[bytes]]
     ) -> dict[int, list[int] | StorageError]:
         """Append to several partitions at once; for each partition, its offsets
         or the error that kept it from being stored. Same durability as ``append``.
         A missing topic raises ``TopicNotFound``."""
-        ...
 
+    @abstractmethod
     def read(
         self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
     ) -> list[StoredEvent]:
@@ -100,20 +107,19 @@ class StorageEngine(Protocol):
 
         When none is available yet and ``wait`` > 0, wait up to ``wait``
         seconds for one to be appended."""
-        ...
 
+    @abstractmethod
     def bounds(self, topic: str) -> list[PartitionBounds]:
         """The oldest and newest available offset of every partition, by partition."""
-        ...
 
+    @abstractmethod
     def reader(self, topic: str, positions: Mapping[int, int]) -> StreamReader:
         """A reader over the given partitions, each starting after its position."""
-        ...
 
+    @abstractmethod
     def check(self) -> None:
         """Raise ``StorageError`` when the storage does not answer."""
-        ...
 
+    @abstractmethod
     def close(self) -> None:
         """Release connections, producers and threads held by this engine."""
-        ...

@@ -40,7 +40,13 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Produ
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 from gevent.threadpool import ThreadPool
 
-from app.storage.engine import PartitionBounds, StorageError, StoredEvent, TopicNotFound
+from app.storage.engine import (
+    PartitionBounds,
+    StorageEngine,
+    StorageError,
+    StoredEvent,
+    TopicNotFound,
+)
 
 log = logging.getLogger(__name__)
 
@@ -233,7 +239,7 @@ class KafkaStreamReader:
         return events
 
 
-class KafkaEngine:
+class KafkaEngine(StorageEngine):
     """Event storage in Kafka topics; one instance per worker process.
 
     ``client_config`` holds extra librdkafka properties (security, tuning) for
@@ -304,14 +310,6 @@ class KafkaEngine:
             raise _storage_error(error, topic) from error
 
     # -- writing --------------------------------------------------------------
-
-    def append(self, topic: str, partition: int, payloads: Sequence[bytes]) -> list[int]:
-        if not payloads:
-            return []
-        result = self.append_many(topic, {partition: payloads})[partition]
-        if isinstance(result, StorageError):
-            raise result
-        return result
 
     def append_many(
         self, topic: str, batches: Mapping[int, Sequence[bytes]]

@@ -22,6 +22,7 @@ from app.repository.database import ConnectionPool
 from app.repository.notifications import Listener
 from app.storage.engine import (
     PartitionBounds,
+    StorageEngine,
     StorageError,
     StoredEvent,
     TopicNotFound,
@@ -92,7 +93,7 @@ class TopicWatch:
         self._listener.close()
 
 
-class PostgresEngine:
+class PostgresEngine(StorageEngine):
     """Event storage in the tables of ``sql/002_postgres_log.sql``."""
 
     storage_type = "postgres"
@@ -148,14 +149,6 @@ class PostgresEngine:
                     cursor.execute("DELETE FROM log_events WHERE topic_id = %s", (row[0],))
         except psycopg2.Error as error:
             raise StorageError(f"PostgreSQL log: {error}".strip()) from error
-
-    def append(self, topic: str, partition: int, payloads: Sequence[bytes]) -> list[int]:
-        if not payloads:
-            return []
-        result = self.append_many(topic, {partition: payloads})[partition]
-        if isinstance(result, StorageError):
-            raise result
-        return result
 
     def append_many(
         self, topic: str, batches: Mapping[int, Sequence[bytes]]
