@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
+from functools import cached_property
 
 from app.registry.settings import RegistrySettings
 
@@ -23,14 +24,15 @@ class Settings:
     default_storage: str = "postgres"
     log_level: str = "INFO"
     retention_check_interval_s: float = 60.0
-    default_partitions: int = 1
-    max_partitions: int = 100
-    min_retention_ms: int = 10_800_000
-    max_retention_ms: int = 345_600_000
-    default_retention_ms: int = 345_600_000
+    default_partitions: int = RegistrySettings.default_partitions
+    max_partitions: int = RegistrySettings.max_partitions
+    min_retention_ms: int = RegistrySettings.min_retention_time_ms
+    max_retention_ms: int = RegistrySettings.max_retention_time_ms
+    default_retention_ms: int = RegistrySettings.default_retention_time_ms
     max_batch_bytes: int = 50_000_000
     max_streams_per_partition: int = 10
 
+    @cached_property
     def registry(self) -> RegistrySettings:
         """The bounds event types are checked against."""
         return RegistrySettings(

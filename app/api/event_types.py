@@ -39,7 +39,7 @@ def _stored_or_404(name: str) -> dict:
 
 def _checked(body: object, stored: dict | None = None) -> dict:
     try:
-        return check_event_type(body, services().settings.registry(), stored)
+        return check_event_type(body, services().settings.registry, stored)
     except EventTypeInvalid as invalid:
         raise Problem(422, invalid.detail) from None
 
@@ -58,7 +58,7 @@ def create() -> tuple[str, int]:
         raise Problem(409, f"EventType with name '{name}' already exists.", "Conflict")
     event_type = create_event_type(requested, datetime.now(UTC))
     partitions = partition_count(event_type.get("default_statistic"),
-                                 current.settings.registry())
+                                 current.settings.registry)
     storage_id = repository.default_storage_id(current.pool)
     engine = current.engines.get(storage_id)
     topic = str(uuid.uuid4())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -58,7 +59,7 @@ def test_wrong_content_type_is_a_415_problem(app):
 
 def test_health_is_503_naming_what_is_down(settings: Settings):
     dead = free_port()
-    app = create_app(Settings(**{**vars(settings), "zookeeper": f"127.0.0.1:{dead}"}))
+    app = create_app(dataclasses.replace(settings, zookeeper=f"127.0.0.1:{dead}"))
     try:
         response = app.test_client().get("/health")
     finally:
