@@ -10,7 +10,7 @@ setup: system-packages $(STAMP)
 system-packages:
 	@bash deploy/install-system-packages.sh
 
-$(STAMP): setup.cfg
+$(STAMP): setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	$(VENV)/bin/pip install --quiet -e '.[local,test]'
