@@ -15,11 +15,6 @@ def new_flow_id() -> str:
     return secrets.token_urlsafe(18)
 
 
-def current_flow_id() -> str | None:
-    """The flow id of the request being served, if any."""
-    return g.get("flow_id")
-
-
 def install_flow_id(app: Flask, access_log) -> None:
     @app.before_request
     def _take_flow_id() -> None:

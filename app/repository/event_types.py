@@ -121,13 +121,6 @@ def schema_version(pool: ConnectionPool, name: str, version: str) -> dict | None
     return rows[0][0] if rows else None
 
 
-def active_timeline(pool: ConnectionPool, name: str) -> Timeline | None:
-    rows = pool.fetch_all(
-        f"SELECT {TIMELINE_COLUMNS} FROM timelines"
-        " WHERE event_type = %s ORDER BY timeline_order DESC LIMIT 1", (name,))
-    return Timeline(str(rows[0][0]), *rows[0][1:]) if rows else None
-
-
 def event_type_with_timeline(pool: ConnectionPool, name: str) -> tuple[dict, Timeline] | None:
     """An event type and its active timeline, in one round trip."""
     rows = pool.fetch_all(

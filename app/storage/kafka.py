@@ -622,8 +622,8 @@ class KafkaEngine(StorageEngine):
             raise StorageError(f"{topic}: there is no partition {partition}")
 
     def _raise_if_gone(self, topic: str) -> None:
-        """After a failure: raise ``TopicNotFound`` if the topic is gone (another
-        process may have deleted it), asking the broker instead of the cache."""
+        """Raise ``TopicNotFound`` if the topic is gone (another process may have
+        deleted it), asking the broker instead of the cache."""
         self._partitions.pop(topic, None)
         self._partition_count(topic)
 

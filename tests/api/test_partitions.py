@@ -7,7 +7,7 @@ import json
 import pytest
 import requests
 
-from app.repository.event_types import active_timeline
+from app.repository.event_types import event_type_with_timeline
 from app.storage.offsets import encode_offset
 from tests.api.conftest import assert_problem
 from tests.api.test_publishing import business_event, new_event_type, post
@@ -33,7 +33,7 @@ def expire(pool, name: str, partition: int, below: int) -> None:
     pool.execute(
         "DELETE FROM log_events WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)"
         " AND partition = %s AND event_offset < %s",
-        (active_timeline(pool, name).topic, partition, below))
+        (event_type_with_timeline(pool, name)[1].topic, partition, below))
 
 
 @pytest.fixture

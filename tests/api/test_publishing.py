@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from app.publishing.batch import MAX_EVENT_BYTES
-from app.repository.event_types import active_timeline
+from app.repository.event_types import event_type_with_timeline
 from app.storage.engine import BEFORE_FIRST
 from tests.api.conftest import assert_problem, engine_for
 
@@ -63,7 +63,7 @@ def post(base_url, name, events, **kwargs) -> requests.Response:
 
 def stored(pool, name) -> dict[int, list[dict]]:
     """Every stored event of the event type, by partition, in offset order."""
-    timeline = active_timeline(pool, name)
+    timeline = event_type_with_timeline(pool, name)[1]
     engine = engine_for(pool, timeline.storage_id)
     try:
         return {p.partition: [json.loads(e.payload) for e in
@@ -246,7 +246,7 @@ def test_event_size_limit_is_999000_bytes_as_sent(base_url, pool, event_types):
 @pytest.mark.parametrize("default_storage", ["postgres"], indirect=True)
 def test_storage_failure_is_a_207_with_failed_items(base_url, pool, event_types):
     name = event_types()
-    topic = active_timeline(pool, name).topic
+    topic = event_type_with_timeline(pool, name)[1].topic
     topic_id = pool.fetch_all("SELECT id FROM log_topics WHERE name = %s", (topic,))[0][0]
     pool.execute(
         "CREATE FUNCTION refuse_append() RETURNS trigger LANGUAGE plpgsql AS"
