@@ -9,9 +9,11 @@ import uuid
 
 import pytest
 import requests
+from confluent_kafka.admin import AdminClient
 
 from app.repository.event_types import event_type_with_timeline
-from app.storage.engine import PartitionBounds, StorageError
+from app.repository.storages import get_storage
+from app.storage.engine import PartitionBounds
 from tests.api.conftest import assert_problem, engine_for
 
 ORDER_SCHEMA = {
@@ -43,6 +45,17 @@ def created(base_url, default_storage):
     assert response.status_code == 201, response.text
     yield body
     requests.delete(f"{base_url}/event-types/{body['name']}")
+
+
+def topic_listed(pool, storage_id: str, topic: str) -> bool:
+    """Whether the storage still lists the topic. Asks for the list of topics, never
+    for the topic itself: librdkafka 2.16 crashes the process when a consumer fetches
+    from a topic while it is deleted (see the README's known issues)."""
+    storage = get_storage(pool, storage_id)
+    if storage.storage_type == "kafka":
+        admin = AdminClient({"bootstrap.servers": storage.configuration["bootstrap_servers"]})
+        return topic in admin.list_topics(timeout=10).topics
+    return pool.fetch_all("SELECT count(*) FROM log_topics WHERE name = %s", (topic,)) == [(1,)]
 
 
 def test_created_event_type_has_every_default_and_a_topic(base_url, created, pool,
@@ -111,19 +124,11 @@ def test_delete_removes_event_type_schemas_and_topic(base_url, pool, default_sto
     assert_problem(requests.get(f"{base_url}/event-types/{body['name']}/schemas"), 404)
     assert pool.fetch_all("SELECT count(*) FROM event_type_schemas WHERE event_type = %s",
                           (body["name"],)) == [(0,)]
-    engine = engine_for(pool, default_storage)
-    try:
-        # The topic goes shortly after the answer, once streams had time to end.
-        deadline = time.monotonic() + 10
-        while True:
-            try:
-                engine.bounds(topic)
-            except StorageError:
-                break
-            assert time.monotonic() < deadline, "the topic was not deleted"
-            time.sleep(0.2)
-    finally:
-        engine.close()
+    # The topic goes shortly after the answer, once streams had time to end.
+    deadline = time.monotonic() + 10
+    while topic_listed(pool, default_storage, topic):
+        assert time.monotonic() < deadline, "the topic was not deleted"
+        time.sleep(0.2)
     # The name is free again.
     assert requests.post(base_url + "/event-types", json=body).status_code == 201
     requests.delete(f"{base_url}/event-types/{body['name']}")
