@@ -39,9 +39,12 @@ def on_starting(server):
 def post_worker_init(worker):
     from app import lifecycle
     from workers.retention import start_retention
+    from workers.topic_deletions import start_sweeps
 
     lifecycle.attach_worker(worker)
-    start_retention(worker.wsgi.extensions["nakadi"])
+    services = worker.wsgi.extensions["nakadi"]
+    start_retention(services)
+    start_sweeps(services)
 
 
 def worker_exit(server, worker):

@@ -6,16 +6,13 @@ of them, across all instances, purge at a time. Kafka enforces retention itself.
 
 from __future__ import annotations
 
-import logging
-
 import gevent
 
 from app.repository.storages import list_storages
 from app.services import Services
+from workers.periodic import run_every
 
 LOCK_KEY = 0x6E616B6172  # shared by every instance of the broker
-
-log = logging.getLogger(__name__)
 
 
 def purge_once(services: Services) -> int:
@@ -38,18 +35,7 @@ def purge_once(services: Services) -> int:
     return removed
 
 
-def run_retention(services: Services) -> None:
-    """Purge forever, every ``retention_check_interval_s`` seconds."""
-    while True:
-        gevent.sleep(services.settings.retention_check_interval_s)
-        try:
-            removed = purge_once(services)
-        except Exception:
-            log.exception("retention purge failed; retrying next interval")
-        else:
-            if removed:
-                log.info("retention removed %d expired events", removed)
-
-
 def start_retention(services: Services) -> gevent.Greenlet:
-    return gevent.spawn(run_retention, services)
+    """Purge every ``retention_check_interval_s`` seconds, forever."""
+    return run_every(services.settings.retention_check_interval_s,
+                     lambda: purge_once(services), "expired events removed")

@@ -7,7 +7,6 @@ import re
 import uuid
 from datetime import UTC, datetime
 
-import gevent
 from flask import Blueprint, Response, jsonify, request
 
 from app.api.params import int_param
@@ -19,14 +18,13 @@ from app.registry.partitions import partition_count
 from app.registry.schemas import dump_event_type, dump_schema_version
 from app.registry.validation import check_event_type
 from app.repository import event_types as repository
-from app.repository.event_types import Timeline
-from app.services import Services, services
+from app.services import services
 from app.storage.engine import StorageError
+from workers import topic_deletions
 
 blueprint = Blueprint("event_types", __name__)
 log = logging.getLogger(__name__)
 
-TOPIC_DELETION_DELAY_S = 2.0
 VERSION = re.compile(r"^\d{1,9}\.\d{1,9}\.\d{1,9}$")
 
 
@@ -100,26 +98,13 @@ def update(name: str) -> tuple[str, int]:
     return "", 200
 
 
-def _delete_topics(current: Services, name: str, timelines: list[Timeline]) -> None:
-    for timeline in timelines:
-        try:
-            current.engines.get(timeline.storage_id).delete_topic(timeline.topic)
-        except StorageError as error:
-            # The event type is gone; an orphaned topic only costs space.
-            log.error("could not delete topic %s of %s from storage %s: %s",
-                      timeline.topic, name, timeline.storage_id, error)
-
-
 @blueprint.delete("/event-types/<name>")
 def delete(name: str) -> tuple[str, int]:
     current = services()
     _stored_or_404(name)
-    timelines = repository.delete_event_type(current.pool, name)
+    timelines = repository.delete_event_type(current.pool, name, topic_deletions.DELAY_S)
     VALIDATORS.forget(name)
-    # Streams of every worker end within a second of the deletion; the topics go
-    # after that, so no reader is reading a topic as it disappears (librdkafka
-    # has crashed on that against Tansu).
-    gevent.spawn_later(TOPIC_DELETION_DELAY_S, _delete_topics, current, name, timelines)
+    topic_deletions.delete_later(current, timelines)
     return "", 200
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 import psycopg2.extensions
 from psycopg2.extras import Json
 
+from app.repository import topic_deletions
 from app.repository.database import ConnectionPool
 
 
@@ -86,14 +87,16 @@ def list_event_types(pool: ConnectionPool) -> list[dict]:
     return [row[0] for row in pool.fetch_all("SELECT document FROM event_types ORDER BY name")]
 
 
-def delete_event_type(pool: ConnectionPool, name: str) -> list[Timeline]:
-    """Delete an event type with its schemas and timelines; returns the timelines,
-    whose topics the caller removes from their storages."""
+def delete_event_type(pool: ConnectionPool, name: str, topic_removal_delay_s: float
+                      ) -> list[Timeline]:
+    """Delete an event type with its schemas and timelines, and schedule the
+    removal of their topics; returns the timelines."""
     with pool.transaction() as cursor:
         cursor.execute(
             f"SELECT {TIMELINE_COLUMNS} FROM timelines WHERE event_type = %s"
             " ORDER BY timeline_order", (name,))
         timelines = [Timeline(str(row[0]), *row[1:]) for row in cursor.fetchall()]
+        topic_deletions.schedule(cursor, name, topic_removal_delay_s)
         cursor.execute("DELETE FROM event_types WHERE name = %s", (name,))
         cursor.execute(NOTIFY_CHANGE, (name,))
     return timelines

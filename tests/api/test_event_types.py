@@ -9,12 +9,11 @@ import uuid
 
 import pytest
 import requests
-from confluent_kafka.admin import AdminClient
 
 from app.repository.event_types import event_type_with_timeline
-from app.repository.storages import get_storage
 from app.storage.engine import PartitionBounds
 from tests.api.conftest import assert_problem, engine_for
+from tests.conftest import topic_listed
 
 ORDER_SCHEMA = {
     "type": "object",
@@ -45,17 +44,6 @@ def created(base_url, default_storage):
     assert response.status_code == 201, response.text
     yield body
     requests.delete(f"{base_url}/event-types/{body['name']}")
-
-
-def topic_listed(pool, storage_id: str, topic: str) -> bool:
-    """Whether the storage still lists the topic. Asks for the list of topics, never
-    for the topic itself: librdkafka 2.16 crashes the process when a consumer fetches
-    from a topic while it is deleted (see the README's known issues)."""
-    storage = get_storage(pool, storage_id)
-    if storage.storage_type == "kafka":
-        admin = AdminClient({"bootstrap.servers": storage.configuration["bootstrap_servers"]})
-        return topic in admin.list_topics(timeout=10).topics
-    return pool.fetch_all("SELECT count(*) FROM log_topics WHERE name = %s", (topic,)) == [(1,)]
 
 
 def test_created_event_type_has_every_default_and_a_topic(base_url, created, pool,

@@ -26,3 +26,10 @@ def topic(engine: StorageEngine) -> Iterator[str]:
     engine.create_topic(name, partitions=3, retention_ms=3_600_000)
     yield name
     engine.delete_topic(name)
+
+
+@pytest.fixture
+def postgres_engine(pool):
+    engine = build_engine(get_storage(pool, "postgres"), pool)
+    yield engine
+    engine.close()

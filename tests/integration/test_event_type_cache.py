@@ -16,7 +16,7 @@ def stored(pool):
                   "schema": {"type": "json_schema", "schema": "{}", "version": "1.0.0"}}
     repository.insert_event_type(pool, event_type, "postgres", f"topic-{name}", 2)
     yield event_type
-    repository.delete_event_type(pool, name)
+    repository.delete_event_type(pool, name, 0)
 
 
 def wait_until(condition, seconds=2.0):
@@ -42,7 +42,7 @@ def test_cache_serves_event_type_with_timeline_and_follows_changes(pool, stored)
         for worker in (cache, other_worker):
             wait_until(lambda w=worker: w.get(stored["name"])[0]["schema"]["version"] == "1.1.0")
 
-        repository.delete_event_type(pool, stored["name"])
+        repository.delete_event_type(pool, stored["name"], 0)
         wait_until(lambda: cache.get(stored["name"]) is None)
         assert cache.get("no-such-event-type") is None
     finally:

@@ -1,17 +1,6 @@
 import uuid
 
-import pytest
-
-from app.repository.storages import get_storage
 from app.storage.engine import BEFORE_FIRST, PartitionBounds
-from app.storage.engines import build_engine
-
-
-@pytest.fixture
-def postgres_engine(pool):
-    engine = build_engine(get_storage(pool, "postgres"), pool)
-    yield engine
-    engine.close()
 
 
 def test_purge_removes_only_events_older_than_retention(postgres_engine, pool):

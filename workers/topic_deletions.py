@@ -1,0 +1,65 @@
+"""Removes the storage topics of deleted event types.
+
+A deleted event type's streams end within about a second (every worker hears
+of it through NOTIFY); its topics go ``DELAY_S`` later, so no reader fetches
+from a topic as it disappears: librdkafka 2.16 crashes the process when one
+does. The worker that deleted the event type removes them; a periodic sweep in
+every worker removes those it did not (it died, or the storage failed).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import gevent
+
+from app.repository import topic_deletions
+from app.repository.event_types import Timeline
+from app.services import Services
+from app.storage.engine import StorageError
+from workers.periodic import run_every
+
+DELAY_S = 2.0
+SWEEP_INTERVAL_S = 30.0
+
+log = logging.getLogger(__name__)
+
+
+def delete_topic(services: Services, storage_id: str, topic: str) -> bool:
+    """Remove a topic whose removal is pending; False when none is (any more), or
+    another process is doing it. A storage failure leaves it pending."""
+    with topic_deletions.claimed(services.pool, storage_id, topic) as held:
+        if held:
+            services.engines.get(storage_id).delete_topic(topic)
+    return held
+
+
+def delete_due_topics(services: Services) -> int:
+    """Remove every topic whose removal is due; returns how many were removed."""
+    removed = 0
+    for storage_id, topic in topic_deletions.due(services.pool):
+        removed += _delete_or_log(services, storage_id, topic)
+    return removed
+
+
+def delete_later(services: Services, timelines: list[Timeline]) -> gevent.Greenlet:
+    """Remove the topics of a just-deleted event type's timelines after ``DELAY_S``."""
+    def delete_all() -> None:
+        for timeline in timelines:
+            _delete_or_log(services, timeline.storage_id, timeline.topic)
+    return gevent.spawn_later(DELAY_S, delete_all)
+
+
+def start_sweeps(services: Services) -> gevent.Greenlet:
+    """Remove due topics every ``SWEEP_INTERVAL_S`` seconds, forever."""
+    return run_every(SWEEP_INTERVAL_S, lambda: delete_due_topics(services),
+                     "topics of deleted event types removed")
+
+
+def _delete_or_log(services: Services, storage_id: str, topic: str) -> bool:
+    try:
+        return delete_topic(services, storage_id, topic)
+    except StorageError as error:
+        log.error("could not delete topic %s from storage %s, retrying later: %s",
+                  topic, storage_id, error)
+        return False
