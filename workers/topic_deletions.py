@@ -45,8 +45,11 @@ def delete_due_topics(services: Services) -> int:
 def delete_later(services: Services, timelines: list[Timeline]) -> gevent.Greenlet:
     """Remove the topics of a just-deleted event type's timelines after ``DELAY_S``."""
     def delete_all() -> None:
-        for timeline in timelines:
-            _delete_or_log(services, timeline.storage_id, timeline.topic)
+        try:
+            for timeline in timelines:
+                _delete_or_log(services, timeline.storage_id, timeline.topic)
+        except Exception:
+            log.exception("removing topics failed; the sweep will retry")
     return gevent.spawn_later(DELAY_S, delete_all)
 
 
