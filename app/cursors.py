@@ -49,9 +49,15 @@ def check_shape(cursor: Any) -> tuple[str, str]:
     return partition, offset
 
 
+def is_partition(name: Any, partitions: int) -> bool:
+    """Whether ``name`` names one of ``partitions`` partitions: "0", "1", ..."""
+    return (isinstance(name, str) and PARTITION_NAME.match(name) is not None
+            and int(name) < partitions)
+
+
 def partition_number(partition: str, timeline: Timeline, cursor: Any = None) -> int:
     """The number of a partition name, which must exist in the timeline."""
-    if not PARTITION_NAME.match(partition) or int(partition) >= timeline.partitions:
+    if not is_partition(partition, timeline.partitions):
         what = describe(cursor) if cursor is not None else f"partition {partition!r}"
         raise CursorInvalid(f"{what}: partition {partition!r} does not exist; this event type "
                             f"has partitions \"0\" to \"{timeline.partitions - 1}\"")

@@ -41,12 +41,16 @@ class StderrHandler(logging.StreamHandler):
         super().emit(record)
 
 
-def configure_logging(level: str) -> None:
-    """Send every logger's records to stderr as JSON lines."""
+def _json_lines_to_stderr() -> logging.Handler:
     handler = StderrHandler()
     handler.setFormatter(JsonFormatter())
+    return handler
+
+
+def configure_logging(level: str) -> None:
+    """Send every logger's records to stderr as JSON lines."""
     root = logging.getLogger()
-    root.handlers[:] = [handler]
+    root.handlers[:] = [_json_lines_to_stderr()]
     root.setLevel(level.upper())
     # kazoo logs every connection state change at INFO; keep its warnings.
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, root.level))
@@ -58,9 +62,7 @@ class GunicornLogger(glogging.Logger):
 
     def setup(self, cfg) -> None:
         super().setup(cfg)
-        handler = StderrHandler()
-        handler.setFormatter(JsonFormatter())
-        self.error_log.handlers[:] = [handler]
+        self.error_log.handlers[:] = [_json_lines_to_stderr()]
 
     def access(self, resp, req, environ, request_time) -> None:
         return None

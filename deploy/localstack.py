@@ -26,6 +26,15 @@ from pathlib import Path
 
 import psycopg2
 
+ZK_SERVER = Path("/usr/share/zookeeper/bin/zkServer.sh")
+DATABASE = "nakadi"
+DB_USER = "nakadi"
+START_TIMEOUT_S = 30.0
+
+
+class ServiceFailed(RuntimeError):
+    """A service did not start; the message says which and where its log is."""
+
 
 def _postgres_bin() -> Path:
     """The newest PostgreSQL installed from Debian's packages."""
@@ -34,18 +43,6 @@ def _postgres_bin() -> Path:
     if not found:
         raise ServiceFailed("PostgreSQL is not installed: run deploy/install-system-packages.sh")
     return found[-1].parent
-
-
-
-ZK_SERVER = Path("/usr/share/zookeeper/bin/zkServer.sh")
-class ServiceFailed(RuntimeError):
-    """A service did not start; the message says which and where its log is."""
-
-
-DATABASE = "nakadi"
-DB_USER = "nakadi"
-START_TIMEOUT_S = 30.0
-
 
 
 def free_port() -> int:

@@ -15,6 +15,7 @@ from typing import Any
 from flask import Blueprint, Response, jsonify, request
 
 from app.api.lookups import event_type_or_404, partition_bounds
+from app.api.params import require_json_content_type
 from app.api.partitions import partition_view
 from app.cursors import CursorInvalid, Position, client_cursor, describe, resolve
 from app.problems import Problem
@@ -27,9 +28,7 @@ blueprint = Blueprint("cursor_operations", __name__)
 
 def _json_array(what: str) -> list[Any]:
     """The request body, which must be a JSON array of ``what``."""
-    if request.mimetype != "application/json":
-        raise Problem(415, f"Content-Type must be application/json, not "
-                           f"'{request.mimetype or 'missing'}'")
+    require_json_content_type()
     try:
         body = json.loads(request.get_data(cache=False))
     except ValueError as error:

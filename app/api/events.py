@@ -11,7 +11,7 @@ import orjson
 from flask import Blueprint, Response, g, request
 
 from app.api.lookups import event_type_or_404, partition_bounds
-from app.api.params import int_param
+from app.api.params import int_param, require_json_content_type
 from app.coordination.stream_slots import TooManyStreams, claim_slots
 from app.cursors import CursorInvalid, positions_by_partition
 from app.problems import Problem
@@ -22,7 +22,6 @@ from workers.event_stream import EventStream, StreamLimits, gzipped
 
 blueprint = Blueprint("events", __name__)
 
-JSON_TYPES = ("application/json",)
 CURSORS_HEADER = "X-Nakadi-Cursors"
 DEFAULT_FLUSH_TIMEOUT_S = 30
 MAX_STREAM_TIMEOUT_S = 4200
@@ -32,9 +31,7 @@ STREAM_TIMEOUT_JITTER_S = 600
 
 def _batch_body(limit: int) -> bytes:
     """The request body, gunzipped when sent with ``Content-Encoding: gzip``."""
-    if request.mimetype not in JSON_TYPES:
-        raise Problem(415, f"Content-Type must be application/json, not "
-                           f"'{request.mimetype or 'missing'}'")
+    require_json_content_type()
     body = request.get_data(cache=False)
     encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
     if encoding == "gzip":

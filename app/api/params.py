@@ -1,4 +1,5 @@
-"""Query parameters, checked: a bad value is a Problem naming the parameter."""
+"""Query parameters and the body's Content-Type, checked: a bad value is a Problem
+naming what to fix."""
 
 from __future__ import annotations
 
@@ -21,3 +22,10 @@ def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
         bounds = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
         raise Problem(status, f"'{name}' must be {bounds}, got {value}")
     return value
+
+
+def require_json_content_type() -> None:
+    """A 415 unless the body is declared as ``application/json``."""
+    if request.mimetype != "application/json":
+        raise Problem(415, f"Content-Type must be application/json, not "
+                           f"'{request.mimetype or 'missing'}'")

@@ -9,13 +9,14 @@ from collections.abc import Mapping
 from flask import Blueprint, Response, jsonify, request
 
 from app.api.lookups import event_type_or_404, partition_bounds
-from app.cursors import PARTITION_NAME, CursorInvalid, positions_by_partition, resolve
+from app.cursors import CursorInvalid, is_partition, positions_by_partition, resolve
 from app.problems import Problem
 from app.repository.event_types import Timeline
 from app.storage.engine import PartitionBounds
 from app.storage.offsets import encode_offset
 
 blueprint = Blueprint("partitions", __name__)
+
 
 def partition_view(timeline: Timeline, available: PartitionBounds,
                    consumed: int | None = None) -> dict[str, object]:
@@ -62,7 +63,7 @@ def list_partitions(name: str) -> Response:
 @blueprint.get("/event-types/<name>/partitions/<partition>")
 def get_partition(name: str, partition: str) -> Response:
     _, timeline = event_type_or_404(name)
-    if not PARTITION_NAME.match(partition) or int(partition) >= timeline.partitions:
+    if not is_partition(partition, timeline.partitions):
         raise Problem(404, f"EventType '{name}' has no partition '{partition}'; its partitions "
                            f"are \"0\" to \"{timeline.partitions - 1}\".")
     bounds = partition_bounds(timeline)

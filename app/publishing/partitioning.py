@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import random
-import re
 from collections.abc import Sequence
 from hashlib import blake2b
 from typing import Any
 
 import orjson
 
+from app.cursors import is_partition
+
 KEY_SEPARATOR = b"\x1f"
-PARTITION_NAME = re.compile(r"^(0|[1-9][0-9]{0,8})$")
 
 
 class PartitioningFailed(ValueError):
@@ -50,8 +50,7 @@ def partition_for(event: Any, event_type: dict, partitions: int) -> int:
         if partition is None:
             raise PartitioningFailed("metadata.partition is required by the user_defined "
                                      "partition strategy")
-        if not (isinstance(partition, str) and PARTITION_NAME.match(partition)
-                and int(partition) < partitions):
+        if not is_partition(partition, partitions):
             raise PartitioningFailed(f"metadata.partition {partition!r} is not a partition of "
                                      f"this event type (\"0\" to \"{partitions - 1}\")")
         return int(partition)

@@ -18,6 +18,7 @@ from app.publishing.batch import MAX_EVENT_BYTES, dumps
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partition_for
 from app.registry.effective_schema import VALIDATORS
+from app.registry.timestamps import rfc3339
 from app.repository.event_types import Timeline
 from app.storage.engine import StorageEngine, StorageError
 
@@ -68,11 +69,6 @@ def _run_step(items: list[Item], step: str,
         raise BatchRejected(items)
 
 
-def received_at_now() -> str:
-    now = datetime.now(UTC)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
-
-
 def publish(event_type: dict, timeline: Timeline, engine: StorageEngine, events: list[Any],
             sizes: list[int] | None, flow_id: str) -> list[Item]:
     """Publish a batch; returns its items. Raises ``BatchRejected`` when a step before
@@ -91,7 +87,7 @@ def publish(event_type: dict, timeline: Timeline, engine: StorageEngine, events:
 
     has_metadata = event_type["category"] != "undefined"
     if has_metadata:
-        received_at = received_at_now()
+        received_at = rfc3339(datetime.now(UTC))
         name, version = event_type["name"], event_type["schema"]["version"]
 
         def enrich_item(index: int, item: Item) -> str | None:

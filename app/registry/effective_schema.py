@@ -77,25 +77,17 @@ def _is_object_schema(node: Mapping[str, Any]) -> bool:
 
 
 def _forbid_undeclared(node: dict[str, Any], is_root: bool = False) -> None:
-    """Compatible mode: objects accept only declared properties, tuples only declared items."""
+    """Compatible mode: objects accept only declared properties, tuples only declared items.
+
+    Compatible mode refuses `additionalProperties`, `additionalItems`, `not` and
+    `patternProperties` in the schema, so the subschemas to visit are those of the
+    other keywords, and the values set here are not visited."""
     if is_root or _is_object_schema(node):
         node["additionalProperties"] = False
     if isinstance(node.get("items"), list):
         node["additionalItems"] = False
-    for keyword in ("properties", "definitions", "dependencies"):
-        children = node.get(keyword)
-        if isinstance(children, dict):
-            for child in children.values():
-                if isinstance(child, dict):
-                    _forbid_undeclared(child)
-    items = node.get("items")
-    for child in items if isinstance(items, list) else [items]:
-        if isinstance(child, dict):
-            _forbid_undeclared(child)
-    for keyword in ("allOf", "anyOf", "oneOf"):
-        for child in node.get(keyword) or ():
-            if isinstance(child, dict):
-                _forbid_undeclared(child)
+    for _, child in subschemas(node):
+        _forbid_undeclared(child)
 
 
 def effective_schema(

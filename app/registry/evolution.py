@@ -17,7 +17,12 @@ from typing import Any
 
 from app.registry.choices import INITIAL_SCHEMA_VERSION
 from app.registry.errors import FieldError
-from app.registry.json_schema import parse_schema_text, pointer
+from app.registry.json_schema import (
+    SCHEMA_KEYWORDS,
+    SCHEMA_LIST_KEYWORDS,
+    parse_schema_text,
+    pointer,
+)
 from app.registry.timestamps import rfc3339
 
 
@@ -94,9 +99,6 @@ _ALLOWED_IN_WORDS = {
     "forward": "forward mode allows title/description changes, new properties, marking "
     "properties required and changing additionalProperties from true to a schema",
 }
-# Keywords whose value is one schema, or a list of schemas compared position by position.
-_SCHEMA_KEYWORDS = ("additionalProperties", "additionalItems", "items", "not")
-_SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "items")
 # Each mode may move one step to the right, never to the left.
 COMPATIBILITY_MODE_ORDER = ("none", "forward", "compatible")
 
@@ -142,12 +144,12 @@ def _diff(
                 add(ChangeKind.ADDITIONAL_PROPERTIES_NARROWED, keyword)
             elif not (after is None or after is True):  # absent and true mean the same
                 add(ChangeKind.KEYWORD_CHANGED, keyword)
-        elif keyword in _SCHEMA_KEYWORDS and isinstance(before, dict) and isinstance(after, dict):
+        elif keyword in SCHEMA_KEYWORDS and isinstance(before, dict) and isinstance(after, dict):
             _diff(before, after, (*path, keyword), changes)
-        elif keyword in _SCHEMA_LIST_KEYWORDS and _same_length_lists(before, after):
+        elif keyword in SCHEMA_LIST_KEYWORDS and _same_length_lists(before, after):
             for index, (left, right) in enumerate(zip(before, after, strict=True)):
                 _diff_subschema(left, right, (*path, keyword, index), changes)
-        elif keyword in _SCHEMA_LIST_KEYWORDS and keyword in old and keyword in new:
+        elif keyword in SCHEMA_LIST_KEYWORDS and keyword in old and keyword in new:
             add(ChangeKind.COMPOSITION_CHANGED, keyword)
         elif keyword not in old:
             add(ChangeKind.KEYWORD_ADDED, keyword)
@@ -198,6 +200,11 @@ def _diff_named_schemas(
             changes.append(SchemaChange(added, pointer((*path, name))))
 
 
+def _properties(schema: Mapping[str, Any]) -> Mapping[str, Any]:
+    properties = schema.get("properties")
+    return properties if isinstance(properties, dict) else {}
+
+
 def _names(value: Any) -> list[str]:
     return [name for name in value if isinstance(name, str)] if isinstance(value, list) else []
 
@@ -208,8 +215,7 @@ def _diff_properties(
     path: tuple[str | int, ...],
     changes: list[SchemaChange],
 ) -> None:
-    before = old.get("properties") if isinstance(old.get("properties"), dict) else {}
-    after = new.get("properties") if isinstance(new.get("properties"), dict) else {}
+    before, after = _properties(old), _properties(new)
     required = set(_names(new.get("required")))
     for name in before:
         where = pointer((*path, "properties", name))
@@ -234,8 +240,7 @@ def _diff_required(
     changes: list[SchemaChange],
 ) -> None:
     before, after = set(_names(old.get("required"))), set(_names(new.get("required")))
-    old_properties = old.get("properties") if isinstance(old.get("properties"), dict) else {}
-    new_properties = new.get("properties") if isinstance(new.get("properties"), dict) else {}
+    old_properties, new_properties = _properties(old), _properties(new)
     for name in sorted(before - after):
         changes.append(
             SchemaChange(

@@ -27,8 +27,8 @@ DRAFT4_URIS = frozenset(
 )
 
 # Draft 4 keywords whose value is a schema, a list of schemas, or a map of name -> schema.
-_SCHEMA_KEYWORDS = ("additionalItems", "additionalProperties", "items", "not")
-_SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "items")
+SCHEMA_KEYWORDS = ("additionalItems", "additionalProperties", "items", "not")
+SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "items")
 _SCHEMA_MAP_KEYWORDS = ("definitions", "properties", "patternProperties", "dependencies")
 _META_SCHEMA_VALIDATOR = Draft4Validator(
     Draft4Validator.META_SCHEMA, format_checker=Draft4Validator.FORMAT_CHECKER
@@ -84,11 +84,11 @@ def pointer(path: tuple[str | int, ...] | list[str | int]) -> str:
 
 def subschemas(node: Mapping[str, Any]) -> Iterator[tuple[tuple[str | int, ...], dict[str, Any]]]:
     """The direct subschemas of `node`, each with its path relative to `node`."""
-    for keyword in _SCHEMA_KEYWORDS:
+    for keyword in SCHEMA_KEYWORDS:
         child = node.get(keyword)
         if isinstance(child, dict):
             yield (keyword,), child
-    for keyword in _SCHEMA_LIST_KEYWORDS:
+    for keyword in SCHEMA_LIST_KEYWORDS:
         children = node.get(keyword)
         if isinstance(children, list):
             for index, child in enumerate(children):
