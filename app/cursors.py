@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.repository.event_types import Timeline
+from app.domain.timeline import Timeline
 from app.storage.engine import PartitionBounds
 from app.storage.offsets import InvalidOffset, decode_offset, encode_offset
 

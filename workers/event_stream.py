@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import gevent
 
 from app import lifecycle
-from app.repository.event_types import Timeline
+from app.domain.timeline import Timeline
 from app.storage.engine import StorageError, StoredEvent, StreamReader
 from app.storage.offsets import encode_offset
 

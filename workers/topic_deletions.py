@@ -13,8 +13,8 @@ import logging
 
 import gevent
 
+from app.domain.timeline import Timeline
 from app.repository import topic_deletions
-from app.repository.event_types import Timeline
 from app.services import Services
 from app.storage.engine import StorageError
 from workers.periodic import run_every

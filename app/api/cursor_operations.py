@@ -18,8 +18,8 @@ from app.api.lookups import event_type_or_404, partition_bounds
 from app.api.params import require_json_content_type
 from app.api.partitions import partition_view
 from app.cursors import CursorInvalid, Position, client_cursor, describe, resolve
+from app.domain.timeline import Timeline
 from app.problems import Problem
-from app.repository.event_types import Timeline
 from app.storage.engine import PartitionBounds
 from app.storage.offsets import encode_offset
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import logging
 
+from app.domain.timeline import Timeline
 from app.problems import Problem
-from app.repository.event_types import Timeline
 from app.services import services
 from app.storage.engine import PartitionBounds, StorageError
 

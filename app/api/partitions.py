@@ -10,8 +10,8 @@ from flask import Blueprint, Response, jsonify, request
 
 from app.api.lookups import event_type_or_404, partition_bounds
 from app.cursors import CursorInvalid, is_partition, positions_by_partition, resolve
+from app.domain.timeline import Timeline
 from app.problems import Problem
-from app.repository.event_types import Timeline
 from app.storage.engine import PartitionBounds
 from app.storage.offsets import encode_offset
 

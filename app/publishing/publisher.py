@@ -14,12 +14,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from app.domain.timeline import Timeline
 from app.publishing.batch import MAX_EVENT_BYTES, dumps
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partition_for
 from app.registry.effective_schema import VALIDATORS
 from app.registry.timestamps import rfc3339
-from app.repository.event_types import Timeline
 from app.storage.engine import StorageEngine, StorageError
 
 

@@ -9,8 +9,9 @@ from the database every time.
 
 from __future__ import annotations
 
+from app.domain.timeline import Timeline
 from app.repository.database import ConnectionPool
-from app.repository.event_types import CHANGES_CHANNEL, Timeline, event_type_with_timeline
+from app.repository.event_types import CHANGES_CHANNEL, event_type_with_timeline
 from app.repository.notifications import Listener
 
 

@@ -7,24 +7,13 @@ their schema versions are kept apart so the history can be listed.
 from __future__ import annotations
 
 import uuid
-from dataclasses import dataclass
 
 import psycopg2.extensions
 from psycopg2.extras import Json
 
+from app.domain.timeline import Timeline
 from app.repository import topic_deletions
 from app.repository.database import ConnectionPool
-
-
-@dataclass(frozen=True)
-class Timeline:
-    id: str
-    event_type: str
-    order: int
-    storage_id: str
-    topic: str
-    partitions: int
-
 
 CHANGES_CHANNEL = "nakadi_event_types"
 NOTIFY_CHANGE = "SELECT pg_notify('nakadi_event_types', %s)"
