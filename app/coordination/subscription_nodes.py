@@ -8,7 +8,10 @@ that one node removes all of it and ends the streams watching it.
 
 from __future__ import annotations
 
+import contextlib
+
 from kazoo.client import KazooClient
+from kazoo.exceptions import NoNodeError
 
 ROOT = "/subscriptions"
 
@@ -19,5 +22,5 @@ def subscription_path(subscription_id: str) -> str:
 
 def remove_subscription_state(zookeeper: KazooClient, subscription_id: str) -> None:
     """Delete the subscription's coordination state; its open streams see it go and end."""
-    if zookeeper.exists(subscription_path(subscription_id)):
+    with contextlib.suppress(NoNodeError):
         zookeeper.delete(subscription_path(subscription_id), recursive=True)
