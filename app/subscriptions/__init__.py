@@ -1,0 +1,1 @@
+"""Subscriptions: the stream state machine, commits, stats, and the rebalancing decision."""
