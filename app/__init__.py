@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 
-from flask import Flask
+from flask import Flask, Response
 
 from app.config import Settings
 from app.flow_id import install_flow_id
@@ -29,4 +29,12 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     for module in (health, event_types, events, partitions, cursor_operations, registry):
         app.register_blueprint(module.blueprint)
+    app.after_request(_no_type_without_body)
     return app
+
+
+def _no_type_without_body(response: Response) -> Response:
+    """A response without a body names no type (Flask would say text/html)."""
+    if not response.is_streamed and not response.get_data():
+        del response.headers["Content-Type"]
+    return response

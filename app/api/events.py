@@ -3,30 +3,26 @@ low-level event stream (GET)."""
 
 from __future__ import annotations
 
-import random
 import zlib
-from collections.abc import Iterator
 
 import orjson
 from flask import Blueprint, Response, g, request
 
 from app.api.lookups import event_type_or_404, partition_bounds
-from app.api.params import int_param, require_json_content_type
-from app.coordination.stream_slots import TooManyStreams, claim_slots
+from app.api.params import require_json_content_type
+from app.api.stream_params import stream_limits
+from app.coordination.stream_slots import TooManyStreams
 from app.cursors import CursorInvalid, positions_by_partition
 from app.problems import Problem
 from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
 from app.publishing.publisher import BatchRejected, publish
 from app.services import services
-from workers.event_stream import EventStream, StreamLimits, gzipped
+from app.streaming.event_stream import open_event_stream
+from app.streaming.response import stream_response
 
 blueprint = Blueprint("events", __name__)
 
 CURSORS_HEADER = "X-Nakadi-Cursors"
-DEFAULT_FLUSH_TIMEOUT_S = 30
-MAX_STREAM_TIMEOUT_S = 4200
-DEFAULT_STREAM_TIMEOUT_S = 3600
-STREAM_TIMEOUT_JITTER_S = 600
 
 
 def _batch_body(limit: int) -> bytes:
@@ -75,32 +71,6 @@ def publish_events(name: str) -> Response:
     return _items_response(items, 207)
 
 
-def _count_arg(name: str, default: int) -> int:
-    """A non-negative integer stream parameter; anything else is a 422 naming it."""
-    return int_param(name, default, 0, status=422)
-
-
-def stream_limits() -> StreamLimits:
-    """The stream parameters of the request, with the spec's defaults and rules."""
-    batch_limit = _count_arg("batch_limit", 1)
-    if batch_limit < 1:
-        raise Problem(422, "batch_limit must be at least 1")
-    stream_limit = _count_arg("stream_limit", 0)
-    if stream_limit and stream_limit < batch_limit:
-        raise Problem(422, f"stream_limit ({stream_limit}) must not be lower than batch_limit "
-                           f"({batch_limit})")
-    flush_timeout = _count_arg("batch_flush_timeout", 0) or DEFAULT_FLUSH_TIMEOUT_S
-    stream_timeout = _count_arg("stream_timeout", 0)
-    if stream_timeout == 0 or stream_timeout > MAX_STREAM_TIMEOUT_S:
-        stream_timeout = DEFAULT_STREAM_TIMEOUT_S + random.uniform(
-            -STREAM_TIMEOUT_JITTER_S, STREAM_TIMEOUT_JITTER_S)
-    elif stream_timeout < flush_timeout:
-        raise Problem(422, f"stream_timeout ({stream_timeout}) must not be lower than "
-                           f"batch_flush_timeout ({flush_timeout})")
-    return StreamLimits(batch_limit, stream_limit, float(flush_timeout), float(stream_timeout),
-                        _count_arg("stream_keep_alive_limit", 0))
-
-
 def _start_positions(timeline, bounds) -> dict[int, int]:
     """Where each partition's stream starts: after the cursors of the X-Nakadi-Cursors
     header, or after the newest event of every partition without it."""
@@ -126,32 +96,12 @@ def stream_events(name: str) -> Response:
     _, timeline = event_type_or_404(name)
     limits = stream_limits()
     positions = _start_positions(timeline, partition_bounds(timeline))
-    engine = current.engines.get(timeline.storage_id)
     try:
-        slots = claim_slots(current.zookeeper, name, sorted(positions),
-                            current.settings.max_streams_per_partition)
+        stream, slots = open_event_stream(
+            current.zookeeper, current.engines.get(timeline.storage_id), timeline, positions,
+            limits, current.settings.max_streams_per_partition,
+            request.environ.get("gunicorn.socket"),
+            lambda: current.event_types.get(name) is not None)
     except TooManyStreams as error:
         raise Problem(429, str(error), "Too Many Requests") from None
-    try:
-        reader = engine.reader(timeline.topic, positions)
-    except BaseException:
-        slots.release()
-        raise
-    lines = EventStream(reader, timeline, positions, limits,
-                        request.environ.get("gunicorn.socket"),
-                        lambda: current.event_types.get(name) is not None).lines()
-    compress = request.accept_encodings["gzip"] > 0
-
-    def body() -> Iterator[bytes]:
-        try:
-            yield b""  # the headers go out now, before any batch
-            yield from gzipped(lines) if compress else lines
-        finally:
-            lines.close()
-            slots.release()
-
-    response = Response(body(), mimetype="application/x-json-stream")
-    response.headers["X-Accel-Buffering"] = "no"  # nginx: pass batches on as they come
-    if compress:
-        response.headers["Content-Encoding"] = "gzip"
-    return response
+    return stream_response(stream.lines(), slots.release)

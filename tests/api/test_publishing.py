@@ -83,6 +83,7 @@ def test_published_events_are_stored_with_enrichment(base_url, pool, event_types
     response = post(base_url, name, sent, headers={"X-Flow-Id": "flow-publish-1"})
     assert response.status_code == 200, response.text
     assert response.content == b""
+    assert "Content-Type" not in response.headers  # an empty body claims no type
     by_eid = {e["metadata"]["eid"]: (p, e) for p, es in stored(pool, name).items() for e in es}
     assert len(by_eid) == 3
     for event in sent:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import time
 import uuid
 
@@ -274,3 +275,30 @@ def test_expired_offsets_are_422s_and_begin_starts_at_the_oldest_event(base_url,
         base_url, event_type, [{"partition": "0", "offset": "001-0001-000000000000000002"}],
         batch_limit=2, stream_limit=2))
     assert amounts(just_before_oldest) == [3, 4]
+
+
+def read_until_closed(base_url: str, path: str, headers: dict[str, str]) -> bytes:
+    """What a client that reads the raw socket until the server closes it receives
+    for one request; a server that keeps the connection open fails the test by the
+    socket timeout."""
+    host, port = base_url.removeprefix("http://").split(":")
+    request_headers = "".join(f"{name}: {value}\r\n" for name, value in headers.items())
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(f"GET {path} HTTP/1.1\r\nHost: {host}\r\n{request_headers}\r\n"
+                           .encode())
+        received = b""
+        while chunk := connection.recv(65536):
+            received += chunk
+    return received
+
+
+def test_the_server_closes_the_connection_when_a_stream_ends(base_url, event_type):
+    publish(base_url, event_type, 0, 3)
+    received = read_until_closed(
+        base_url, f"/event-types/{event_type}/events?batch_limit=3&stream_limit=3",
+        {"X-Nakadi-Cursors": json.dumps(begin(0))})
+    head, _, body = received.partition(b"\r\n\r\n")
+    assert b"Connection: close" in head.split(b"\r\n")
+    assert b"Transfer-Encoding: chunked" in head.split(b"\r\n")
+    assert body.endswith(b"0\r\n\r\n")  # the stream ended properly before the close
+    assert b'"amount":2' in body

@@ -1,0 +1,43 @@
+"""The stream parameters of a streaming request (low-level or subscription),
+checked: a value that is not a non-negative integer, or that contradicts
+another, is a 422 naming it."""
+
+from __future__ import annotations
+
+import random
+
+from app.api.params import int_param
+from app.problems import Problem
+from app.streaming.limits import (
+    DEFAULT_FLUSH_TIMEOUT_S,
+    DEFAULT_STREAM_TIMEOUT_S,
+    MAX_STREAM_TIMEOUT_S,
+    STREAM_TIMEOUT_JITTER_S,
+    StreamLimits,
+)
+
+
+def count_param(name: str, default: int) -> int:
+    """A non-negative integer stream parameter; anything else is a 422 naming it."""
+    return int_param(name, default, 0, status=422)
+
+
+def stream_limits() -> StreamLimits:
+    """The stream parameters of the request, with the spec's defaults and rules."""
+    batch_limit = count_param("batch_limit", 1)
+    if batch_limit < 1:
+        raise Problem(422, "batch_limit must be at least 1")
+    stream_limit = count_param("stream_limit", 0)
+    if stream_limit and stream_limit < batch_limit:
+        raise Problem(422, f"stream_limit ({stream_limit}) must not be lower than batch_limit "
+                           f"({batch_limit})")
+    flush_timeout = count_param("batch_flush_timeout", 0) or DEFAULT_FLUSH_TIMEOUT_S
+    stream_timeout: float = count_param("stream_timeout", 0)
+    if stream_timeout == 0 or stream_timeout > MAX_STREAM_TIMEOUT_S:
+        stream_timeout = DEFAULT_STREAM_TIMEOUT_S + random.uniform(
+            -STREAM_TIMEOUT_JITTER_S, STREAM_TIMEOUT_JITTER_S)
+    elif stream_timeout < flush_timeout:
+        raise Problem(422, f"stream_timeout ({stream_timeout}) must not be lower than "
+                           f"batch_flush_timeout ({flush_timeout})")
+    return StreamLimits(batch_limit, stream_limit, float(flush_timeout), float(stream_timeout),
+                        count_param("stream_keep_alive_limit", 0))

@@ -1,0 +1,110 @@
+"""Per-partition batching with the timers and limits every stream obeys.
+
+A partition's batch is due when it holds ``batch_limit`` events, or when
+``batch_flush_timeout`` passed since the partition's last batch; a due batch
+with no events is a keep-alive. ``stream_limit`` caps the events sent over the
+stream's life. The batcher only counts and times: the stream that drives it
+reads the events, renders the lines and decides when to end.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from typing import Generic, TypeVar
+
+from app.streaming.limits import StreamLimits
+
+UNLIMITED = sys.maxsize
+
+K = TypeVar("K", bound=Hashable)
+Batch = tuple[K, list[bytes]]
+
+
+class Batcher(Generic[K]):
+    """Buffers and timers of the partitions a stream holds, keyed by ``K``
+    (a partition number, or an (event type, partition) pair)."""
+
+    def __init__(self, limits: StreamLimits, partitions: Iterable[K] = (),
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._limits = limits
+        self._clock = clock
+        self._buffers: dict[K, list[bytes]] = {}
+        self._flush_due: dict[K, float] = {}
+        self._keep_alives: dict[K, int] = {}
+        self.sent = 0
+        for partition in partitions:
+            self.add(partition)
+
+    @property
+    def partitions(self) -> list[K]:
+        return list(self._buffers)
+
+    def add(self, partition: K) -> None:
+        """Start batching a partition; its first flush is a timeout from now."""
+        self._buffers[partition] = []
+        self._flush_due[partition] = self._clock() + self._limits.batch_flush_timeout
+        self._keep_alives[partition] = 0
+
+    def remove(self, partition: K) -> list[bytes]:
+        """Stop batching a partition; returns what it held, unsent."""
+        del self._flush_due[partition], self._keep_alives[partition]
+        return self._buffers.pop(partition)
+
+    def take(self, partition: K, payloads: list[bytes]) -> None:
+        self._buffers[partition].extend(payloads)
+
+    def room(self) -> int:
+        """How many more events the stream may send."""
+        if self._limits.stream_limit == 0:
+            return UNLIMITED
+        return self._limits.stream_limit - self.sent
+
+    def buffered(self) -> int:
+        return sum(len(buffer) for buffer in self._buffers.values())
+
+    def next_due(self) -> float:
+        """When the earliest flush timer runs out (never, with no partitions)."""
+        return min(self._flush_due.values(), default=float("inf"))
+
+    def stream_limit_reached(self) -> bool:
+        """Whether the buffered events fill what ``stream_limit`` leaves: nothing more
+        could join a batch, so the stream should send them and end."""
+        return self._limits.stream_limit > 0 and \
+            self.sent + self.buffered() >= self._limits.stream_limit
+
+    def keep_alive_limit_reached(self) -> bool:
+        """Every partition sent ``stream_keep_alive_limit`` keep-alives in a row."""
+        limit = self._limits.stream_keep_alive_limit
+        return limit > 0 and bool(self._keep_alives) and \
+            all(count >= limit for count in self._keep_alives.values())
+
+    def full_batches(self) -> Iterator[Batch]:
+        """Batches of ``batch_limit`` events, as many as the buffers hold."""
+        limit = self._limits.batch_limit
+        for partition, buffer in list(self._buffers.items()):
+            while len(buffer) >= limit and self.room() > 0:
+                yield self._flush(partition, min(limit, self.room()))
+
+    def due_batches(self) -> Iterator[Batch]:
+        """The batches (or keep-alives) of partitions whose flush timer ran out."""
+        now = self._clock()
+        for partition, due in list(self._flush_due.items()):
+            if now >= due:
+                yield self._flush(partition, min(len(self._buffers[partition]), self.room()))
+
+    def pending_batches(self) -> Iterator[Batch]:
+        """Everything buffered, as the stream ends."""
+        for partition, buffer in list(self._buffers.items()):
+            if buffer and self.room() > 0:
+                yield self._flush(partition, min(len(buffer), self.room()))
+
+    def _flush(self, partition: K, count: int) -> Batch:
+        buffer = self._buffers[partition]
+        payloads = buffer[:count]
+        del buffer[:count]
+        self.sent += len(payloads)
+        self._flush_due[partition] = self._clock() + self._limits.batch_flush_timeout
+        self._keep_alives[partition] = 0 if payloads else self._keep_alives[partition] + 1
+        return partition, payloads

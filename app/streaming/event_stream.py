@@ -1,0 +1,109 @@
+"""The low-level event stream of one event type: the request's greenlet drives a
+storage reader and writes ``EventStreamBatch`` lines.
+
+The stream ends cleanly, pending events flushed, as soon as ``stream_limit``
+events are at hand, on ``stream_timeout``, after ``stream_keep_alive_limit``
+keep-alives in a row on every partition, when the event type is deleted, and
+when the worker shuts down. A client that goes away is noticed within a second
+even when nothing is being written.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+from collections.abc import Callable, Iterator
+
+import gevent
+from kazoo.client import KazooClient
+
+from app import lifecycle
+from app.coordination.stream_slots import StreamSlots, claim_slots
+from app.cursors import client_cursor
+from app.domain.timeline import Timeline
+from app.storage.engine import StorageEngine, StorageError, StreamReader
+from app.streaming.batcher import Batcher
+from app.streaming.connection import client_gone
+from app.streaming.limits import StreamLimits
+from app.streaming.lines import batch_line
+
+CHECK_INTERVAL_S = 1.0
+MAX_POLL_EVENTS = 5000
+
+log = logging.getLogger(__name__)
+
+
+class EventStream:
+    """One low-level stream: its reader, batcher and the position of each partition."""
+
+    def __init__(self, reader: StreamReader, timeline: Timeline, positions: dict[int, int],
+                 limits: StreamLimits, connection: socket.socket | None = None,
+                 still_exists: Callable[[], bool] = lambda: True,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._reader = reader
+        self._still_exists = still_exists
+        self._timeline = timeline
+        self._connection = connection
+        self._clock = clock
+        self._positions = dict(positions)
+        self._batcher: Batcher[int] = Batcher(limits, positions, clock)
+        self._ends_at = clock() + limits.stream_timeout
+
+    def _line(self, partition: int, payloads: list[bytes]) -> bytes:
+        self._positions[partition] += len(payloads)
+        cursor = client_cursor(self._timeline, partition, self._positions[partition])
+        return batch_line(cursor, payloads)
+
+    def lines(self) -> Iterator[bytes]:
+        """The stream's lines, ending when a limit says so; closes the reader at the end."""
+        try:
+            yield from self._run()
+        except StorageError as error:
+            log.warning("stream of %s ended by the storage: %s", self._timeline.event_type, error)
+        finally:
+            self._reader.close()
+
+    def _run(self) -> Iterator[bytes]:
+        batcher = self._batcher
+        while True:
+            now = self._clock()
+            if now >= self._ends_at or lifecycle.is_shutting_down():
+                yield from self._lines(batcher.pending_batches())
+                return
+            wait = max(0.0, min(batcher.next_due(), self._ends_at, now + CHECK_INTERVAL_S) - now)
+            capacity = batcher.room() - batcher.buffered()
+            if capacity > 0:
+                for event in self._reader.poll(min(capacity, MAX_POLL_EVENTS), wait):
+                    batcher.take(event.partition, [event.payload])
+            else:  # full until a batch is due: only time can change that
+                gevent.sleep(wait)
+            yield from self._lines(batcher.full_batches())
+            if batcher.stream_limit_reached():
+                yield from self._lines(batcher.pending_batches())
+                return
+            yield from self._lines(batcher.due_batches())
+            if (batcher.keep_alive_limit_reached() or client_gone(self._connection)
+                    or not self._still_exists()):
+                return
+
+    def _lines(self, batches: Iterator[tuple[int, list[bytes]]]) -> Iterator[bytes]:
+        for partition, payloads in batches:
+            yield self._line(partition, payloads)
+
+
+def open_event_stream(zookeeper: KazooClient, engine: StorageEngine, timeline: Timeline,
+                      positions: dict[int, int], limits: StreamLimits,
+                      max_streams_per_partition: int, connection: socket.socket | None,
+                      still_exists: Callable[[], bool]) -> tuple[EventStream, StreamSlots]:
+    """A stream of the partitions in ``positions``, reading after each position, with a
+    slot taken on each partition (``TooManyStreams`` when one has none free). The
+    caller releases the slots when the stream ends."""
+    slots = claim_slots(zookeeper, timeline.event_type, sorted(positions),
+                        max_streams_per_partition)
+    try:
+        reader = engine.reader(timeline.topic, positions)
+    except BaseException:
+        slots.release()
+        raise
+    return EventStream(reader, timeline, positions, limits, connection, still_exists), slots

@@ -1,0 +1,77 @@
+"""The batching rules every stream shares, on a clock the test moves."""
+
+from __future__ import annotations
+
+from app.streaming.batcher import Batcher
+from app.streaming.limits import StreamLimits
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def events(*names: str) -> list[bytes]:
+    return [name.encode() for name in names]
+
+
+def test_a_partition_flushes_when_it_holds_batch_limit_events():
+    batcher = Batcher(StreamLimits(batch_limit=2), [0, 1], Clock())
+    batcher.take(0, events("a", "b", "c"))
+    batcher.take(1, events("x"))
+    assert list(batcher.full_batches()) == [(0, events("a", "b"))]
+    assert batcher.buffered() == 2
+    assert batcher.sent == 2
+
+
+def test_after_the_flush_timeout_a_partition_sends_what_it_has_or_a_keep_alive():
+    clock = Clock()
+    batcher = Batcher(StreamLimits(batch_limit=10, batch_flush_timeout=5), [0, 1], clock)
+    batcher.take(0, events("a"))
+    clock.now += 4.9
+    assert list(batcher.due_batches()) == []
+    clock.now += 0.1
+    assert list(batcher.due_batches()) == [(0, events("a")), (1, [])]
+    assert batcher.next_due() == clock.now + 5
+
+
+def test_stream_limit_caps_what_is_sent_over_all_partitions():
+    batcher = Batcher(StreamLimits(batch_limit=2, stream_limit=3), [0, 1], Clock())
+    batcher.take(0, events("a", "b"))
+    assert not batcher.stream_limit_reached()
+    batcher.take(1, events("x", "y"))
+    assert batcher.stream_limit_reached()
+    assert list(batcher.full_batches()) == [(0, events("a", "b")), (1, events("x"))]
+    assert batcher.room() == 0
+    assert list(batcher.pending_batches()) == []
+
+
+def test_the_keep_alive_limit_counts_keep_alives_in_a_row_on_every_partition():
+    clock = Clock()
+    batcher = Batcher(StreamLimits(batch_flush_timeout=1, stream_keep_alive_limit=2), [0, 1],
+                      clock)
+    clock.now += 1
+    list(batcher.due_batches())
+    batcher.take(1, events("x"))
+    clock.now += 1
+    list(batcher.due_batches())  # partition 1 sent an event: its count starts again
+    assert not batcher.keep_alive_limit_reached()
+    clock.now += 1
+    list(batcher.due_batches())
+    clock.now += 1
+    list(batcher.due_batches())
+    assert batcher.keep_alive_limit_reached()
+
+
+def test_a_removed_partition_gives_back_what_it_held_and_no_longer_flushes():
+    clock = Clock()
+    batcher = Batcher(StreamLimits(batch_flush_timeout=1), [("a", 0), ("a", 1)], clock)
+    batcher.take(("a", 0), events("e1", "e2"))
+    assert batcher.remove(("a", 0)) == events("e1", "e2")
+    batcher.add(("b", 0))
+    clock.now += 1
+    assert list(batcher.due_batches()) == [(("a", 1), []), (("b", 0), [])]
+    assert batcher.partitions == [("a", 1), ("b", 0)]
