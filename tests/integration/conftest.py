@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.coordination.zookeeper import zookeeper_client
 from app.repository.database import ConnectionPool
 from app.repository.storages import get_storage
 from app.storage.engine import StorageEngine
@@ -33,3 +34,12 @@ def postgres_engine(pool):
     engine = build_engine(get_storage(pool, "postgres"), pool)
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def zookeeper(settings):
+    """A ZooKeeper client of the session's ensemble (gevent handler, as in the workers)."""
+    client = zookeeper_client(settings.zookeeper, settings.zookeeper_root)
+    yield client
+    client.stop()
+    client.close()
