@@ -3,15 +3,18 @@ naming what to fix."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from flask import request
 
 from app.problems import Problem
 
 
 def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
-              status: int = 400) -> int:
-    """An integer query parameter within bounds; otherwise a Problem of ``status``."""
-    raw = request.args.get(name)
+              status: int = 400, source: Mapping[str, str] | None = None) -> int:
+    """An integer query parameter (or value of ``source``) within bounds; otherwise
+    a Problem of ``status``."""
+    raw = (request.args if source is None else source).get(name)
     if raw is None or raw == "":
         return default
     try:
