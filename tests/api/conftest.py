@@ -10,9 +10,6 @@ from pathlib import Path
 import pytest
 import requests
 
-from app.repository.storages import get_storage
-from app.storage.engine import StorageEngine
-from app.storage.engines import build_engine
 from deploy.localstack import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,10 +26,6 @@ def assert_problem(response: requests.Response, status: int) -> dict:
     assert body["title"] and body["detail"]
     assert "Traceback" not in response.text
     return body
-
-
-def engine_for(pool, storage_id: str) -> StorageEngine:
-    return build_engine(get_storage(pool, storage_id), pool)
 
 
 @pytest.fixture(params=["postgres", "kafka"])

@@ -6,8 +6,9 @@ import pytest
 import requests
 
 from tests.api.conftest import assert_problem
-from tests.api.test_partitions import BEFORE_FIRST, expire, off, publish_to
-from tests.api.test_publishing import new_event_type
+from tests.helpers.broker import new_event_type, publish_to
+from tests.helpers.storage import BEFORE_FIRST_OFFSET as BEFORE_FIRST
+from tests.helpers.storage import expire, off
 
 OPERATIONS = ["cursor-distances", "cursors-lag", "shifted-cursors"]
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import time
 import uuid
 
 import pytest
@@ -12,8 +11,10 @@ import requests
 
 from app.repository.event_types import event_type_with_timeline
 from app.storage.engine import PartitionBounds
-from tests.api.conftest import assert_problem, engine_for
+from tests.api.conftest import assert_problem
 from tests.conftest import topic_listed
+from tests.helpers.storage import engine_for
+from tests.helpers.waiting import wait_until
 
 ORDER_SCHEMA = {
     "type": "object",
@@ -113,10 +114,8 @@ def test_delete_removes_event_type_schemas_and_topic(base_url, pool, default_sto
     assert pool.fetch_all("SELECT count(*) FROM event_type_schemas WHERE event_type = %s",
                           (body["name"],)) == [(0,)]
     # The topic goes shortly after the answer, once streams had time to end.
-    deadline = time.monotonic() + 10
-    while topic_listed(pool, default_storage, topic):
-        assert time.monotonic() < deadline, "the topic was not deleted"
-        time.sleep(0.2)
+    wait_until(lambda: not topic_listed(pool, default_storage, topic),
+               what="the topic's deletion")
     # The name is free again.
     assert requests.post(base_url + "/event-types", json=body).status_code == 201
     requests.delete(f"{base_url}/event-types/{body['name']}")

@@ -7,33 +7,10 @@ import json
 import pytest
 import requests
 
-from app.repository.event_types import event_type_with_timeline
-from app.storage.offsets import encode_offset
 from tests.api.conftest import assert_problem
-from tests.api.test_publishing import business_event, new_event_type, post
-
-BEFORE_FIRST = "001-0001--1"
-
-
-def off(engine_offset: int) -> str:
-    """The client offset of an engine offset in an event type's first timeline."""
-    return encode_offset(1, engine_offset)
-
-
-def publish_to(base_url: str, name: str, partition: int, count: int) -> None:
-    events = [business_event(n) for n in range(count)]
-    for event in events:
-        event["metadata"]["partition"] = str(partition)
-    response = post(base_url, name, events)
-    assert response.status_code == 200, response.text
-
-
-def expire(pool, name: str, partition: int, below: int) -> None:
-    """Remove a partition's events before an engine offset, as retention does (postgres)."""
-    pool.execute(
-        "DELETE FROM log_events WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)"
-        " AND partition = %s AND event_offset < %s",
-        (event_type_with_timeline(pool, name)[1].topic, partition, below))
+from tests.helpers.broker import new_event_type, publish_to
+from tests.helpers.storage import BEFORE_FIRST_OFFSET as BEFORE_FIRST
+from tests.helpers.storage import expire, off
 
 
 @pytest.fixture

@@ -4,37 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
-import uuid
 
 import pytest
 import requests
 
 from app.publishing.batch import MAX_EVENT_BYTES
 from app.repository.event_types import event_type_with_timeline
-from app.storage.engine import BEFORE_FIRST
-from tests.api.conftest import assert_problem, engine_for
-
-ORDER_SCHEMA = {
-    "type": "object",
-    "properties": {"order_number": {"type": "string"}, "amount": {"type": "number"}},
-    "required": ["order_number"],
-}
-
-
-def new_event_type(base_url, **overrides) -> str:
-    body = {
-        "name": f"pub.test-{uuid.uuid4().hex[:10]}",
-        "owning_application": "order-service",
-        "category": "business",
-        "enrichment_strategies": ["metadata_enrichment"],
-        "schema": {"type": "json_schema", "schema": json.dumps(ORDER_SCHEMA)},
-        "default_statistic": {"messages_per_minute": 100, "message_size": 100,
-                              "read_parallelism": 4, "write_parallelism": 4},
-    }
-    body.update(overrides)
-    response = requests.post(base_url + "/event-types", json=body)
-    assert response.status_code == 201, response.text
-    return body["name"]
+from tests.api.conftest import assert_problem
+from tests.helpers.broker import business_event, new_event_type, post
+from tests.helpers.storage import all_stored, stored
 
 
 @pytest.fixture
@@ -49,32 +27,6 @@ def event_types(base_url, default_storage):
     yield create
     for name in created:
         requests.delete(f"{base_url}/event-types/{name}")
-
-
-def business_event(n: int = 0, **extra) -> dict:
-    return {"order_number": f"ORDER-{n}", "amount": n,
-            "metadata": {"eid": str(uuid.uuid4()), "occurred_at": "2026-11-22T10:00:00+01:00"},
-            **extra}
-
-
-def post(base_url, name, events, **kwargs) -> requests.Response:
-    return requests.post(f"{base_url}/event-types/{name}/events", json=events, **kwargs)
-
-
-def stored(pool, name) -> dict[int, list[dict]]:
-    """Every stored event of the event type, by partition, in offset order."""
-    timeline = event_type_with_timeline(pool, name)[1]
-    engine = engine_for(pool, timeline.storage_id)
-    try:
-        return {p.partition: [json.loads(e.payload) for e in
-                              engine.read(timeline.topic, p.partition, BEFORE_FIRST, 10_000)]
-                for p in engine.bounds(timeline.topic)}
-    finally:
-        engine.close()
-
-
-def all_stored(pool, name) -> list[dict]:
-    return [event for events in stored(pool, name).values() for event in events]
 
 
 def test_published_events_are_stored_with_enrichment(base_url, pool, event_types):

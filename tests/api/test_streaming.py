@@ -8,7 +8,6 @@ import socket
 import time
 import uuid
 
-import gevent
 import pytest
 import requests
 
@@ -19,8 +18,10 @@ from tests.api.conftest import (
     stop_gunicorn,
     wait_until_serving,
 )
-from tests.api.test_partitions import expire
-from tests.api.test_publishing import business_event, new_event_type, post
+from tests.helpers.broker import new_event_type
+from tests.helpers.broker import publish_to as publish
+from tests.helpers.storage import expire
+from tests.helpers.waiting import wait_until
 
 
 @pytest.fixture
@@ -31,15 +32,6 @@ def event_type(base_url, default_storage):
         "read_parallelism": 2, "write_parallelism": 2})
     yield name
     requests.delete(f"{base_url}/event-types/{name}")
-
-
-def publish(base_url, name, partition: int, count: int, start: int = 0) -> None:
-    events = []
-    for n in range(start, start + count):
-        event = business_event(n)
-        event["metadata"]["partition"] = str(partition)
-        events.append(event)
-    assert post(base_url, name, events).status_code == 200
 
 
 def open_stream(base_url, name, cursors=None, **params) -> requests.Response:
@@ -91,8 +83,8 @@ def test_resuming_from_a_batch_cursor_loses_and_repeats_nothing(base_url, event_
 
 def test_without_cursors_the_stream_starts_at_the_newest_events(base_url, event_type):
     publish(base_url, event_type, 0, 3)
+    # The stream's start positions are fixed before its headers come back.
     response = open_stream(base_url, event_type, batch_flush_timeout=1, stream_limit=1)
-    gevent.sleep(0.5)
     publish(base_url, event_type, 1, 1, start=100)
     assert amounts(read_batches(response)) == [100]
 
@@ -183,15 +175,15 @@ def test_too_many_streams_on_a_partition_is_a_429_and_closed_streams_free_slots(
     assert other_partition.status_code == 200
     other_partition.close()
     streams[0].close()  # the client goes away; the server notices within a couple of seconds
-    deadline = time.monotonic() + 5
-    while True:
+
+    def reopened() -> requests.Response | None:
         again = open_stream(base_url, event_type, begin(0), batch_flush_timeout=30)
         if again.status_code == 200:
-            break
+            return again
         again.close()
-        assert time.monotonic() < deadline, "the slot of a closed stream was not freed"
-        time.sleep(0.3)
-    again.close()
+        return None
+
+    wait_until(reopened, timeout=5, what="the closed stream's slot being freed").close()
     for stream in streams[1:]:
         stream.close()
 
@@ -240,7 +232,9 @@ def test_worker_shutdown_ends_streams_cleanly_with_pending_events(server_env, ev
         response = open_stream(url, event_type, begin(0), batch_limit=100,
                                batch_flush_timeout=30)
         assert response.status_code == 200
-        time.sleep(1)  # the stream has read the events and holds them
+        # Nothing outside shows the stream holding the events: give it the time to
+        # read them (it does at once; a flush is 30 s away).
+        time.sleep(1)
         server.send_signal(signal.SIGTERM)
         started = time.monotonic()
         batches = read_batches(response)  # raises if the stream is cut instead of ended

@@ -1,12 +1,11 @@
 import copy
-import time
 import uuid
 
-import gevent
 import pytest
 
 from app.repository import event_types as repository
 from app.repository.event_type_cache import EventTypeCache
+from tests.helpers.waiting import wait_until
 
 
 @pytest.fixture
@@ -17,13 +16,6 @@ def stored(pool):
     repository.insert_event_type(pool, event_type, "postgres", f"topic-{name}", 2)
     yield event_type
     repository.delete_event_type(pool, name, 0)
-
-
-def wait_until(condition, seconds=2.0):
-    deadline = time.monotonic() + seconds
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met in time"
-        gevent.sleep(0.01)
 
 
 def test_cache_serves_event_type_with_timeline_and_follows_changes(pool, stored):

@@ -1,0 +1,46 @@
+"""What the broker stored, read and changed behind its back."""
+
+from __future__ import annotations
+
+import json
+
+from app.repository.event_types import event_type_with_timeline
+from app.repository.storages import get_storage
+from app.storage.engine import BEFORE_FIRST, StorageEngine
+from app.storage.engines import build_engine
+from app.storage.offsets import encode_offset
+
+BEFORE_FIRST_OFFSET = encode_offset(1, BEFORE_FIRST)
+
+
+def engine_for(pool, storage_id: str) -> StorageEngine:
+    return build_engine(get_storage(pool, storage_id), pool)
+
+
+def off(engine_offset: int) -> str:
+    """The client offset of an engine offset in an event type's first timeline."""
+    return encode_offset(1, engine_offset)
+
+
+def stored(pool, name: str) -> dict[int, list[dict]]:
+    """Every stored event of the event type, by partition, in offset order."""
+    timeline = event_type_with_timeline(pool, name)[1]
+    engine = engine_for(pool, timeline.storage_id)
+    try:
+        return {p.partition: [json.loads(e.payload) for e in
+                              engine.read(timeline.topic, p.partition, BEFORE_FIRST, 10_000)]
+                for p in engine.bounds(timeline.topic)}
+    finally:
+        engine.close()
+
+
+def all_stored(pool, name: str) -> list[dict]:
+    return [event for events in stored(pool, name).values() for event in events]
+
+
+def expire(pool, name: str, partition: int, below: int) -> None:
+    """Remove a partition's events before an engine offset, as retention does (postgres)."""
+    pool.execute(
+        "DELETE FROM log_events WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)"
+        " AND partition = %s AND event_offset < %s",
+        (event_type_with_timeline(pool, name)[1].topic, partition, below))
