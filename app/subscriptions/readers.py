@@ -29,8 +29,22 @@ InboxEntry = tuple[PartitionKey, int, bytes]
 """(partition, engine offset, payload) of one event read."""
 
 
+class _Pump:
+    """One event type's reader and the greenlet polling it."""
+
+    def __init__(self, reader: StreamReader, partitions: frozenset[int]) -> None:
+        self.reader = reader
+        self.partitions = partitions
+        self.stopped = False
+        self.greenlet: gevent.Greenlet | None = None
+
+
 class PartitionReaders:
-    """The readers of one stream; ``wake`` is set whenever events or an error arrive."""
+    """The readers of one stream; ``wake`` is set whenever events or an error arrive.
+
+    A reader is never interrupted in the middle of a poll (a PostgreSQL query cut
+    short spoils its connection): a stopped pump finishes its poll, drops what
+    it got and closes its reader itself, within ``POLL_WAIT_S``."""
 
     def __init__(self, partitions: SubscriptionPartitions,
                  engine_for: Callable[[str], StorageEngine], wake: gevent.event.Event) -> None:
@@ -41,7 +55,7 @@ class PartitionReaders:
         self.error: StorageError | None = None
         self._wanted = 0
         self._demand = gevent.event.Event()
-        self._readers: dict[str, tuple[StreamReader, gevent.Greenlet, frozenset[int]]] = {}
+        self._pumps: dict[str, _Pump] = {}
 
     def want(self, count: int) -> None:
         """How many events the stream could take now; readers poll only up to that."""
@@ -55,45 +69,51 @@ class PartitionReaders:
         by_type: dict[str, dict[int, int]] = {}
         for (event_type, partition), position in positions.items():
             by_type.setdefault(event_type, {})[int(partition)] = position
-        for event_type in list(self._readers):
-            if frozenset(by_type.get(event_type, ())) != self._readers[event_type][2]:
+        for event_type in list(self._pumps):
+            if frozenset(by_type.get(event_type, ())) != self._pumps[event_type].partitions:
                 self._stop(event_type)
         for event_type, wanted in by_type.items():
-            if event_type not in self._readers:
+            if event_type not in self._pumps:
                 self._start(event_type, wanted)
 
     def close(self) -> None:
-        for event_type in list(self._readers):
+        """Stop every reader and wait until they are closed (a poll ends within
+        ``POLL_WAIT_S``): nothing reads the topics once the stream is over."""
+        greenlets = [pump.greenlet for pump in self._pumps.values()]
+        for event_type in list(self._pumps):
             self._stop(event_type)
+        gevent.joinall(greenlets, timeout=POLL_WAIT_S * 5)
         self.inbox.clear()
 
     def _start(self, event_type: str, positions: dict[int, int]) -> None:
         timeline = self._partitions.timelines[event_type]
         reader = self._engine_for(timeline.storage_id).reader(timeline.topic, positions)
-        pump = gevent.spawn(self._pump, event_type, reader)
-        self._readers[event_type] = (reader, pump, frozenset(positions))
+        pump = self._pumps[event_type] = _Pump(reader, frozenset(positions))
+        pump.greenlet = gevent.spawn(self._pump, event_type, pump)
 
     def _stop(self, event_type: str) -> None:
-        reader, pump, _ = self._readers.pop(event_type)
-        pump.kill()
-        try:
-            reader.close()
-        except StorageError as error:
-            log.warning("closing the reader of %s failed: %s", event_type, error)
+        self._pumps.pop(event_type).stopped = True
+        self._demand.set()  # a pump waiting for demand sees it is stopped
 
-    def _pump(self, event_type: str, reader: StreamReader) -> None:
+    def _pump(self, event_type: str, pump: _Pump) -> None:
         try:
-            while True:
+            while not pump.stopped:
                 room = self._wanted - len(self.inbox)
                 if room <= 0:
                     self._demand.clear()
                     self._demand.wait()
                     continue
-                events = reader.poll(min(room, MAX_POLL_EVENTS), POLL_WAIT_S)
-                if events:
+                events = pump.reader.poll(min(room, MAX_POLL_EVENTS), POLL_WAIT_S)
+                if events and not pump.stopped:
                     self.inbox.extend(((event_type, str(e.partition)), e.offset, e.payload)
                                       for e in events)
                     self._wake.set()
         except StorageError as error:
-            self.error = error
-            self._wake.set()
+            if not pump.stopped:
+                self.error = error
+                self._wake.set()
+        finally:
+            try:
+                pump.reader.close()
+            except StorageError as error:
+                log.warning("closing the reader of %s failed: %s", event_type, error)
