@@ -14,6 +14,7 @@ from typing import Any
 
 from flask import Blueprint, Response, jsonify, request
 
+from app import strict_json
 from app.api.lookups import event_type_or_404, partition_bounds
 from app.api.params import require_json_content_type
 from app.api.partitions import partition_view
@@ -30,7 +31,7 @@ def _json_array(what: str) -> list[Any]:
     """The request body, which must be a JSON array of ``what``."""
     require_json_content_type()
     try:
-        body = json.loads(request.get_data(cache=False))
+        body = strict_json.loads(request.get_data(cache=False))
     except ValueError as error:
         raise Problem(400, f"the body is not valid JSON: {error}") from None
     if not isinstance(body, list):

@@ -1,0 +1,90 @@
+"""Hostile input gets a Problem 4xx that says what is wrong, never a 500, on the
+endpoints that read JSON, paths and query parameters."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import requests
+
+from tests.api.conftest import assert_problem
+from tests.helpers.broker import business_event, new_event_type, post
+
+LONG = "1234567890123456789012"  # makes the server parse with the standard library
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def event_type(base_url):
+    name = new_event_type(base_url, partition_strategy="user_defined")
+    yield name
+    requests.delete(f"{base_url}/event-types/{name}")
+
+
+def event_text(amount: str, extra: str = "") -> str:
+    event = business_event()
+    metadata = json.dumps(event["metadata"])
+    return f'[{{"order_number": "A", "amount": {amount}, "metadata": {metadata}{extra}}}]'
+
+
+@pytest.mark.parametrize(("body", "detail"), [
+    (event_text("NaN"), "not valid JSON"),
+    (event_text("-Infinity"), "not valid JSON"),
+    (event_text("NaN", ', "n": ' + LONG), "NaN"),
+    (event_text("1e999", ', "n": ' + LONG), "too large"),
+    (event_text("1", ', "s": "\\ud800"'), "surrogate"),
+    (event_text("1", ', "s": "\\ud800", "n": ' + LONG), "surrogate"),
+    ("[" * 3000 + "]" * 3000, "not valid JSON"),
+    ("[" * 3000 + LONG + "]" * 3000, "deep"),
+])
+def test_publishing_refuses_what_is_not_standard_json(base_url, event_type, body, detail):
+    response = requests.post(f"{base_url}/event-types/{event_type}/events", data=body,
+                             headers=JSON)
+    assert detail in assert_problem(response, 400)["detail"]
+
+
+def test_a_nul_character_inside_an_event_is_stored_and_streamed_as_json(base_url, event_type):
+    event = business_event(1, note="a\x00b")
+    event["metadata"]["partition"] = "0"
+    assert post(base_url, event_type, [event]).status_code == 200
+    stream = requests.get(
+        f"{base_url}/event-types/{event_type}/events", params={"stream_limit": 1},
+        headers={"X-Nakadi-Cursors": '[{"partition": "0", "offset": "begin"}]'}, timeout=10)
+    batch = json.loads(stream.text.splitlines()[0])
+    assert batch["events"][0]["note"] == "a\x00b"
+
+
+@pytest.mark.parametrize("body", [
+    '{"name": "x.y", "owning_application": "a", "category": "undefined", "n": NaN}',
+    '{"name": "x.y", "owning_application": "a\\u0000", "category": "undefined"}',
+    '{"name": "x.y", "owning_application": "\\udc00", "category": "undefined"}',
+    "[" * 5000 + "]" * 5000,
+])
+def test_event_type_bodies_refuse_nan_nul_surrogates_and_deep_nesting(base_url, body):
+    response = requests.post(f"{base_url}/event-types", data=body, headers=JSON)
+    assert_problem(response, 400)
+
+
+@pytest.mark.parametrize("path", ["/event-types/a%00b", "/event-types/a%00b/events",
+                                  "/event-types/a%00b/partitions/0", "/event-types/a%00b/schemas"])
+def test_nul_characters_in_paths_are_400s(base_url, path):
+    assert "NUL" in assert_problem(requests.get(base_url + path), 400)["detail"]
+
+
+def test_nul_characters_in_query_parameters_are_400s(base_url, event_type):
+    response = requests.get(f"{base_url}/event-types/{event_type}/partitions",
+                            params={"cursors": '[{"partition": "0\x00", "offset": "begin"}]'})
+    assert "'cursors'" in assert_problem(response, 400)["detail"]
+
+
+def test_cursor_parameters_refuse_what_is_not_standard_json(base_url, event_type):
+    # A query too deep to parse is too long for gunicorn's request line first.
+    assert_problem(requests.get(f"{base_url}/event-types/{event_type}/partitions",
+                                params={"cursors": '[{"offset": NaN}]'}), 400)
+
+
+@pytest.mark.parametrize("body", ["[" * 3000 + "]" * 3000, '[{"offset": NaN}]'])
+def test_cursor_bodies_refuse_what_is_not_standard_json(base_url, event_type, body):
+    assert_problem(requests.post(f"{base_url}/event-types/{event_type}/cursors-lag",
+                                 data=body, headers=JSON), 400)
