@@ -12,6 +12,8 @@ import uuid
 
 import requests
 
+from tests.helpers.waiting import wait_until
+
 STREAM_ID = "X-Nakadi-StreamId"
 
 
@@ -45,10 +47,10 @@ class StreamClient:
     """An open stream read by a thread; its batches in a queue (None once it ended)."""
 
     def __init__(self, base_url: str, subscription_id: str, body: dict | None = None,
-                 **params) -> None:
+                 response: requests.Response | None = None, **params) -> None:
         self.base_url = base_url
         self.subscription_id = subscription_id
-        self.response = open_stream(base_url, subscription_id, body, **params)
+        self.response = response or open_stream(base_url, subscription_id, body, **params)
         assert self.response.status_code == 200, self.response.text
         self.stream_id = self.response.headers[STREAM_ID]
         self.batches: queue.Queue = queue.Queue()
@@ -95,6 +97,20 @@ class StreamClient:
             self.response.raw.connection.sock.shutdown(socket.SHUT_RDWR)
         self.response.close()
         self._thread.join(10)
+
+
+def connect(base_url: str, subscription_id: str, **params) -> StreamClient:
+    """A stream, retrying while the subscription has no free partition (409), as
+    consumers do: a stream that just went away may not have been noticed yet."""
+    def attempt() -> requests.Response | None:
+        response = open_stream(base_url, subscription_id, **params)
+        if response.status_code == 409:
+            response.close()
+            return None
+        return response
+
+    return StreamClient(base_url, subscription_id,
+                        response=wait_until(attempt, what="a free partition"))
 
 
 def events_of(batches: list[dict]) -> list[int]:

@@ -11,6 +11,7 @@ from deploy.localstack import free_port
 from tests.api.conftest import start_gunicorn, stop_gunicorn, wait_until_serving
 from tests.helpers.subscription_streams import (
     StreamClient,
+    connect,
     events_of,
     publish_numbered,
     subscribe,
@@ -19,17 +20,27 @@ from tests.helpers.waiting import wait_until
 
 
 def consume_until(base_url, sid, wanted: int, **params) -> Counter:
-    """A pyNakadi-style loop: stream, commit every batch, reconnect when the stream
-    ends, until ``wanted`` events came; how often each event came."""
+    """A pyNakadi-style loop: stream, commit each batch once the next line came (or the
+    stream ended: the server accepts commits of a stream that just closed), reconnect
+    when the stream ends, until ``wanted`` events came; how often each event came."""
     seen: Counter = Counter()
     while sum(seen.values()) < wanted:
-        client = StreamClient(base_url, sid, **params)
-        for batch in client.until_end():
+        client = connect(base_url, sid, **params)
+        pending = None
+        while True:
+            batch = client.batch()
+            if pending is not None:
+                response = client.commit(pending["cursor"])
+                assert response.status_code == 204, response.text
+                pending = None
+            if batch is None:
+                break
             if batch.get("events"):
                 seen.update(events_of([batch]))
-                # Often after the server closed the stream: commits still count then.
-                response = client.commit(batch["cursor"])
-                assert response.status_code == 204, response.text
+                pending = batch
+            if sum(seen.values()) >= wanted and pending is None:
+                client.vanish()
+                break
     return seen
 
 

@@ -31,7 +31,7 @@ def test_a_stream_sends_batches_with_subscription_cursors(base_url, default_stor
     publish_numbered(base_url, name, 0, 0, 3)
     publish_numbered(base_url, name, 1, 3, 2)
     sid = subscribe(subscriptions, [name])
-    client = StreamClient(base_url, sid, batch_limit=10, stream_limit=5, batch_flush_timeout=1)
+    client = StreamClient(base_url, sid, batch_limit=2, stream_limit=5, batch_flush_timeout=1)
     assert client.response.headers["Content-Type"] == "application/x-json-stream"
     uuid.UUID(client.stream_id)
     batches = client.until_end()
