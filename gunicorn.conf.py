@@ -9,6 +9,10 @@ stream I/O yields. On SIGTERM a worker stops accepting, and open streams get
 import os
 import sys
 
+from app.gunicorn_errors import answer_refused_requests_as_problems
+
+answer_refused_requests_as_problems()
+
 bind = os.environ.get("NAKADI_BIND", "0.0.0.0:8080")
 workers = int(os.environ.get("NAKADI_WORKERS", "2"))
 worker_class = "gevent"
@@ -48,7 +52,8 @@ def post_worker_init(worker):
 
 
 def worker_exit(server, worker):
-    services = getattr(worker.wsgi, "extensions", {}).get("nakadi")
+    # A worker that failed to boot has no application.
+    services = getattr(getattr(worker, "wsgi", None), "extensions", {}).get("nakadi")
     if services is not None:
         services.close()
 
