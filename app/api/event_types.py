@@ -11,12 +11,12 @@ from flask import Blueprint, Response, jsonify, request
 
 from app.api.params import int_param
 from app.problems import Problem
-from app.registry.effective_schema import VALIDATORS
 from app.registry.errors import EventTypeInvalid
 from app.registry.evolution import create_event_type, evolve_event_type
 from app.registry.partitions import partition_count
 from app.registry.schemas import dump_event_type, dump_schema_version
 from app.registry.validation import check_event_type
+from app.registry.validator_cache import VALIDATORS
 from app.repository import event_types as repository
 from app.services import services
 from app.storage.engine import StorageError

@@ -18,8 +18,8 @@ from app.domain.timeline import Timeline
 from app.publishing.batch import MAX_EVENT_BYTES, dumps
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partition_for
-from app.registry.effective_schema import VALIDATORS
 from app.registry.timestamps import rfc3339
+from app.registry.validator_cache import VALIDATORS
 from app.storage.engine import StorageEngine, StorageError
 
 

@@ -20,10 +20,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from app.registry.effective_schema import EventValidator, ValidatorCache, effective_schema
+from app.registry.effective_schema import effective_schema
+from app.registry.event_validator import EventValidator
 from app.registry.evolution import create_event_type
 from app.registry.settings import RegistrySettings
 from app.registry.validation import check_event_type
+from app.registry.validator_cache import ValidatorCache
 
 ORDER_PLACED = {
     "type": "object",

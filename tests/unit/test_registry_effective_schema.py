@@ -7,16 +7,11 @@ import pytest
 from jsonschema import Draft4Validator
 from jsonschema.exceptions import best_match
 
-from app.registry.effective_schema import (
-    DATA_SCHEMA_ID,
-    MAX_ERROR_LENGTH,
-    MAX_NATIVE_DEPTH,
-    EventValidator,
-    ValidatorCache,
-    effective_schema,
-)
+from app.registry.effective_schema import DATA_SCHEMA_ID, effective_schema
+from app.registry.event_validator import MAX_ERROR_LENGTH, MAX_NATIVE_DEPTH, EventValidator
 from app.registry.formats import EVENT_FORMAT_CHECKER
 from app.registry.json_schema import pointer
+from app.registry.validator_cache import ValidatorCache
 
 EID = "d765de34-09c0-4bbb-8b1e-7160a33a0791"
 OCCURRED_AT = "2016-03-15T23:47:15+01:00"

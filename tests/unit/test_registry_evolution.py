@@ -6,14 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from app.registry.evolution import (
-    ChangeKind,
-    Level,
-    create_event_type,
-    evolve_event_type,
-    next_version,
-    schema_changes,
-)
+from app.registry.evolution import create_event_type, evolve_event_type, next_version
+from app.registry.schema_diff import ChangeKind, Level, schema_changes
 from app.registry.settings import RegistrySettings
 from app.registry.validation import check_event_type
 
