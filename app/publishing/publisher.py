@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from app.domain.event_type import EventType
 from app.domain.timeline import Timeline
 from app.publishing.batch import MAX_EVENT_BYTES, dumps
 from app.publishing.enrichment import EnrichmentFailed, enrich
@@ -69,7 +70,7 @@ def _run_step(items: list[Item], step: str,
         raise BatchRejected(items)
 
 
-def publish(event_type: dict, timeline: Timeline, engine: StorageEngine, events: list[Any],
+def publish(event_type: EventType, timeline: Timeline, engine: StorageEngine, events: list[Any],
             sizes: list[int] | None, flow_id: str) -> list[Item]:
     """Publish a batch; returns its items. Raises ``BatchRejected`` when a step before
     publishing fails."""
@@ -85,10 +86,10 @@ def publish(event_type: dict, timeline: Timeline, engine: StorageEngine, events:
 
     _run_step(items, "validating", validate)
 
-    has_metadata = event_type["category"] != "undefined"
+    has_metadata = event_type.has_metadata
     if has_metadata:
         received_at = rfc3339(datetime.now(UTC))
-        name, version = event_type["name"], event_type["schema"]["version"]
+        name, version = event_type.name, event_type.schema.version
 
         def enrich_item(index: int, item: Item) -> str | None:
             try:

@@ -3,7 +3,8 @@
 - business: the custom schema's top-level properties plus the category's `metadata`.
 - data: `metadata`, `data_type`, `data_op` (C/U/D/S) and `data`, which the custom schema describes.
 - undefined: the custom schema as given.
-In compatible mode no undeclared property is accepted anywhere (`additionalProperties: false`).
+In compatible and none modes no undeclared property is accepted (`additionalProperties: false`
+wherever the schema does not say otherwise); forward mode accepts them.
 
 Compiling and running the validator is `event_validator`; caching it, `validator_cache`.
 """
@@ -14,12 +15,15 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
+from app.domain.event_type import EventType
 from app.registry.choices import DATA_OPERATIONS
 from app.registry.json_schema import parse_schema_text, subschemas
 
 # Base URI given to the custom part of a data event type's schema when it has none, so that
 # its `#/definitions/...` references keep meaning its own root once it is nested under `data`.
 DATA_SCHEMA_ID = "urn:nakadi:event-type:data"
+# The spec: "compatible" and "none" accept no additional properties unless the schema says so.
+STRICT_MODES = ("compatible", "none")
 _OBJECT_KEYWORDS = ("properties", "required", "minProperties", "maxProperties")
 
 
@@ -54,37 +58,37 @@ def _is_object_schema(node: Mapping[str, Any]) -> bool:
 
 
 def _forbid_undeclared(node: dict[str, Any], is_root: bool = False) -> None:
-    """Compatible mode: objects accept only declared properties, tuples only declared items.
-
-    Compatible mode refuses `additionalProperties`, `additionalItems`, `not` and
-    `patternProperties` in the schema, so the subschemas to visit are those of the
-    other keywords, and the values set here are not visited."""
-    if is_root or _is_object_schema(node):
+    """Objects accept only the properties they declare, tuples only their items, unless the
+    schema says otherwise with `additionalProperties` or `additionalItems` (only `none` mode
+    may: compatible mode refuses those keywords). `not` is left alone: forbidding inside it
+    would accept more, not less."""
+    if (is_root or _is_object_schema(node)) and "additionalProperties" not in node:
         node["additionalProperties"] = False
-    if isinstance(node.get("items"), list):
+    if isinstance(node.get("items"), list) and "additionalItems" not in node:
         node["additionalItems"] = False
-    for _, child in subschemas(node):
-        _forbid_undeclared(child)
+    for path, child in subschemas(node):
+        if path[0] != "not":
+            _forbid_undeclared(child)
 
 
 def effective_schema(
-    event_type: Mapping[str, Any], custom_schema: Mapping[str, Any] | None = None
+    event_type: EventType, custom_schema: Mapping[str, Any] | None = None
 ) -> dict[str, Any]:
-    """The effective schema of `event_type` (the stored/validated dict), built from
-    `custom_schema` when given (e.g. an older version's schema), else from its current schema.
+    """The effective schema of `event_type`, built from `custom_schema` when given (e.g. an
+    older version's schema), else from its current schema.
 
     Never modifies its arguments.
     """
     if custom_schema is None:
-        custom_schema = parse_schema_text(event_type["schema"]["schema"])
+        custom_schema = parse_schema_text(event_type.schema.schema)
     custom = copy.deepcopy(dict(custom_schema))
-    strict = event_type.get("compatibility_mode") == "compatible"
+    strict = event_type.compatibility_mode in STRICT_MODES
     if strict:
         _forbid_undeclared(custom, is_root=True)
-    category = event_type["category"]
+    category = event_type.category
     if category == "undefined":
         return custom
-    metadata = metadata_schema(event_type["name"], event_type.get("cleanup_policy") or "delete")
+    metadata = metadata_schema(event_type.name, event_type.cleanup_policy)
     if category == "business":
         properties = dict(custom.get("properties") or {})
         properties["metadata"] = metadata

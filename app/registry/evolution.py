@@ -8,15 +8,14 @@ numbered by semantic versioning from the weight of its heaviest change.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, is_dataclass, replace
 from datetime import datetime
 from typing import Any
 
-from app.registry.choices import INITIAL_SCHEMA_VERSION
+from app.domain.event_type import INITIAL_SCHEMA_VERSION, EventType, EventTypeSchema
 from app.registry.errors import FieldError
 from app.registry.json_schema import parse_schema_text
 from app.registry.schema_diff import ChangeKind, Level, SchemaChange, schema_changes
-from app.registry.timestamps import rfc3339
 
 _COMPATIBLE_CHANGES = frozenset(
     {
@@ -59,18 +58,16 @@ def next_version(version: str, level: Level) -> str:
     return f"{major}.{minor}.{patch + 1}"
 
 
-def create_event_type(requested: Mapping[str, Any], now: datetime) -> dict[str, Any]:
+def to_milliseconds(moment: datetime) -> datetime:
+    """`moment` at the precision timestamps are shown with, so that it reads back equal."""
+    return moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+
+
+def initial_event_type(requested: EventType, now: datetime) -> EventType:
     """The event type to store for a validated POST: schema version 1.0.0, timestamps `now`."""
-    stamp = rfc3339(now)
-    event_type = dict(requested)
-    event_type["schema"] = {
-        **requested["schema"],
-        "version": INITIAL_SCHEMA_VERSION,
-        "created_at": stamp,
-    }
-    event_type["created_at"] = stamp
-    event_type["updated_at"] = stamp
-    return event_type
+    now = to_milliseconds(now)
+    schema = replace(requested.schema, version=INITIAL_SCHEMA_VERSION, created_at=now)
+    return replace(requested, schema=schema, created_at=now, updated_at=now)
 
 
 @dataclass(frozen=True)
@@ -78,12 +75,12 @@ class Evolution:
     """The outcome of an update.
 
     Refused: `event_type` is None and `refusals` say why (answer 422). Accepted: `event_type`
-    is what to store and answer; `changed` is False when the PUT changed nothing (there is
-    nothing to write), and `new_schema_version` tells whether `event_type["schema"]` is a new
+    is what to store and answer; `changed` is False when the update changed nothing (there is
+    nothing to write), and `new_schema_version` tells whether `event_type.schema` is a new
     version to add to the schema history.
     """
 
-    event_type: dict[str, Any] | None
+    event_type: EventType | None
     refusals: tuple[FieldError, ...] = ()
     schema_changes: tuple[SchemaChange, ...] = ()
     changed: bool = False
@@ -94,29 +91,35 @@ class Evolution:
         return self.event_type is None
 
 
-def _field_refusals(stored: Mapping[str, Any], requested: Mapping[str, Any]) -> list[FieldError]:
+def _shown(value: Any) -> Any:
+    """A field's value as the client sees it, for messages."""
+    return vars(value) if is_dataclass(value) else value
+
+
+def _field_refusals(stored: EventType, requested: EventType) -> list[FieldError]:
     refusals = []
     for name in ("name", "category", "cleanup_policy", "default_statistic"):
-        if requested.get(name) != stored.get(name):
-            refusals.append(FieldError(name, f"cannot be changed (it is {stored.get(name)!r})"))
-    strategy = stored["partition_strategy"]
-    if requested["partition_strategy"] != strategy and strategy != "random":
+        if getattr(requested, name) != getattr(stored, name):
+            shown = _shown(getattr(stored, name))
+            refusals.append(FieldError(name, f"cannot be changed (it is {shown!r})"))
+    strategy = stored.partition_strategy
+    if requested.partition_strategy != strategy and strategy != "random":
         refusals.append(
             FieldError(
                 "partition_strategy",
                 f"can only be changed from random (it is {strategy!r})",
             )
         )
-    keys = stored.get("partition_key_fields") or []
-    if keys and list(requested["partition_key_fields"]) != list(keys):
+    keys = list(stored.partition_key_fields)
+    if keys and list(requested.partition_key_fields) != keys:
         refusals.append(
             FieldError("partition_key_fields", f"cannot be changed once set (they are {keys!r})")
         )
-    if stored.get("authorization") and not requested.get("authorization"):
+    if stored.authorization and not requested.authorization:
         refusals.append(FieldError("authorization", "cannot be removed once present"))
-    if stored.get("audience") and not requested.get("audience"):
+    if stored.audience and not requested.audience:
         refusals.append(FieldError("audience", "cannot be removed once set"))
-    before, after = stored["compatibility_mode"], requested["compatibility_mode"]
+    before, after = stored.compatibility_mode, requested.compatibility_mode
     step = COMPATIBILITY_MODE_ORDER.index(after) - COMPATIBILITY_MODE_ORDER.index(before)
     if step not in (0, 1):
         refusals.append(
@@ -129,23 +132,19 @@ def _field_refusals(stored: Mapping[str, Any], requested: Mapping[str, Any]) -> 
     return refusals
 
 
-def _governing_mode(stored: Mapping[str, Any], requested: Mapping[str, Any]) -> str:
+def _governing_mode(stored: EventType, requested: EventType) -> str:
     """The stricter of the two modes: an upgrade's schema change must already fit the new mode."""
     return max(
-        stored["compatibility_mode"],
-        requested["compatibility_mode"],
-        key=COMPATIBILITY_MODE_ORDER.index,
+        stored.compatibility_mode, requested.compatibility_mode, key=COMPATIBILITY_MODE_ORDER.index
     )
 
 
-def evolve_event_type(
-    stored: Mapping[str, Any], requested: Mapping[str, Any], now: datetime
-) -> Evolution:
+def evolve_event_type(stored: EventType, requested: EventType, now: datetime) -> Evolution:
     """The update of `stored` to `requested` (validated by `validation.check_event_type` with
     `stored`), or the refusals of it."""
     refusals = _field_refusals(stored, requested)
     changes: list[SchemaChange] = []
-    old_text, new_text = stored["schema"]["schema"], requested["schema"]["schema"]
+    old_text, new_text = stored.schema.schema, requested.schema.schema
     if old_text != new_text:
         changes = schema_changes(parse_schema_text(old_text), parse_schema_text(new_text))
         mode = _governing_mode(stored, requested)
@@ -157,25 +156,25 @@ def evolve_event_type(
     if refusals:
         return Evolution(None, tuple(refusals), tuple(changes))
 
-    updated = dict(requested)
-    updated["created_at"] = stored.get("created_at")
+    now = to_milliseconds(now)
     if changes:
         level = max(change.level for change in changes)
-        updated["schema"] = {
-            "type": requested["schema"]["type"],
-            "schema": new_text,
-            "version": next_version(stored["schema"]["version"], level),
-            "created_at": rfc3339(now),
-        }
+        schema = EventTypeSchema(
+            type=requested.schema.type,
+            schema=new_text,
+            version=next_version(stored.schema.version, level),
+            created_at=now,
+        )
     else:
         # Only formatting differs (or nothing): the stored text and version stay.
-        updated["schema"] = dict(stored["schema"])
-    updated["updated_at"] = stored.get("updated_at")
-    if all(updated[key] == stored.get(key) for key in updated):
-        return Evolution(dict(stored), changed=False)
-    updated["updated_at"] = rfc3339(now)
+        schema = stored.schema
+    updated = replace(
+        requested, schema=schema, created_at=stored.created_at, updated_at=stored.updated_at
+    )
+    if updated == stored:
+        return Evolution(stored, changed=False)
     return Evolution(
-        updated,
+        replace(updated, updated_at=now),
         schema_changes=tuple(changes),
         changed=True,
         new_schema_version=bool(changes),

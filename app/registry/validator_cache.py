@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Mapping
 from typing import Any
 
+from app.domain.event_type import EventType
 from app.registry.effective_schema import effective_schema
 from app.registry.event_validator import EventValidator
 
@@ -28,15 +28,14 @@ class ValidatorCache:
         )
         self._lock = threading.Lock()
 
-    def validator_for(self, event_type: Mapping[str, Any]) -> EventValidator:
+    def validator_for(self, event_type: EventType) -> EventValidator:
         """The validator for the current schema version of `event_type` (a stored event type)."""
-        schema = event_type["schema"]
-        key = (event_type["name"], schema.get("version") or "")
+        key = (event_type.name, event_type.schema.version)
         fingerprint = (
-            event_type["category"],
-            event_type.get("compatibility_mode"),
-            event_type.get("cleanup_policy"),
-            schema["schema"],
+            event_type.category,
+            event_type.compatibility_mode,
+            event_type.cleanup_policy,
+            event_type.schema.schema,
         )
         with self._lock:
             entry = self._entries.get(key)

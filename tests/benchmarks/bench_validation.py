@@ -22,7 +22,7 @@ from typing import Any
 
 from app.registry.effective_schema import effective_schema
 from app.registry.event_validator import EventValidator
-from app.registry.evolution import create_event_type
+from app.registry.evolution import initial_event_type
 from app.registry.settings import RegistrySettings
 from app.registry.validation import check_event_type
 from app.registry.validator_cache import ValidatorCache
@@ -64,7 +64,7 @@ def event_type(category: str, mode: str) -> dict[str, Any]:
         "compatibility_mode": mode,
         "schema": {"type": "json_schema", "schema": json.dumps(ORDER_PLACED)},
     }
-    return create_event_type(check_event_type(body, RegistrySettings()), datetime.now(UTC))
+    return initial_event_type(check_event_type(body, RegistrySettings()), datetime.now(UTC))
 
 
 def order(index: int) -> dict[str, Any]:
