@@ -20,6 +20,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from app.domain.event_type import EventType
 from app.registry.effective_schema import effective_schema
 from app.registry.event_validator import EventValidator
 from app.registry.evolution import initial_event_type
@@ -55,7 +56,7 @@ ORDER_PLACED = {
 }
 
 
-def event_type(category: str, mode: str) -> dict[str, Any]:
+def event_type(category: str, mode: str) -> EventType:
     body = {
         "name": f"shop.order-placed-{category}-{mode}",
         "owning_application": "shop",
