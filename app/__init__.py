@@ -25,8 +25,17 @@ def create_app(settings: Settings | None = None) -> Flask:
     register_problem_handlers(app)
     install_flow_id(app, logging.getLogger("nakadi.access"))
 
-    from app.api import cursor_operations, event_types, events, health, partitions, registry
+    from app.api import (
+        cursor_operations,
+        event_types,
+        events,
+        health,
+        partitions,
+        registry,
+        subscriptions,
+    )
 
-    for module in (health, event_types, events, partitions, cursor_operations, registry):
+    for module in (health, event_types, events, partitions, cursor_operations, registry,
+                   subscriptions):
         app.register_blueprint(module.blueprint)
     return app

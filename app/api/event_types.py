@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from flask import Blueprint, Response, jsonify, request
 
-from app.api.params import int_param
+from app.api.params import int_param, pagination_links
 from app.problems import Problem
 from app.registry.effective_schema import VALIDATORS
 from app.registry.errors import EventTypeInvalid
@@ -102,7 +102,10 @@ def update(name: str) -> tuple[str, int]:
 def delete(name: str) -> tuple[str, int]:
     current = services()
     _stored_or_404(name)
-    timelines = repository.delete_event_type(current.pool, name, topic_deletions.DELAY_S)
+    try:
+        timelines = repository.delete_event_type(current.pool, name, topic_deletions.DELAY_S)
+    except repository.EventTypeInUse as in_use:
+        raise Problem(422, str(in_use)) from None
     VALIDATORS.forget(name)
     topic_deletions.delete_later(current, timelines)
     return "", 200
@@ -114,11 +117,7 @@ def list_schemas(name: str) -> Response:
     limit = int_param("limit", 20, 1, 1000)
     offset = int_param("offset", 0, 0)
     versions, total = repository.schema_versions(services().pool, name, offset, limit)
-    links = {}
-    if offset > 0:
-        links["prev"] = {"href": f"{request.path}?offset={max(0, offset - limit)}&limit={limit}"}
-    if offset + limit < total:
-        links["next"] = {"href": f"{request.path}?offset={offset + limit}&limit={limit}"}
+    links = pagination_links(offset, limit, offset + limit < total)
     return jsonify({"_links": links, "items": [dump_schema_version(v) for v in versions]})
 
 
