@@ -7,7 +7,7 @@ import re
 from flask import Blueprint, Response, jsonify, request
 
 from app.api.lookups import event_type_or_404
-from app.api.params import int_param
+from app.api.params import int_param, pagination_links
 from app.domain.event_type_document import event_type_document, schema_document
 from app.problems import Problem, problem_response
 from app.registry import operations
@@ -62,7 +62,10 @@ def update(name: str) -> tuple[str, int]:
 @blueprint.delete("/event-types/<name>")
 def delete(name: str) -> tuple[str, int]:
     event_type_or_404(name, fresh=True)
-    operations.delete(services(), name)
+    try:
+        operations.delete(services(), name)
+    except repository.EventTypeInUse as in_use:
+        raise Problem(422, str(in_use)) from None
     return "", 200
 
 
@@ -72,11 +75,7 @@ def list_schemas(name: str) -> Response:
     limit = int_param("limit", 20, 1, 1000)
     offset = int_param("offset", 0, 0)
     versions, total = repository.schema_versions(services().pool, name, offset, limit)
-    links = {}
-    if offset > 0:
-        links["prev"] = {"href": f"{request.path}?offset={max(0, offset - limit)}&limit={limit}"}
-    if offset + limit < total:
-        links["next"] = {"href": f"{request.path}?offset={offset + limit}&limit={limit}"}
+    links = pagination_links(offset, limit, offset + limit < total)
     return jsonify({"_links": links, "items": [schema_document(v) for v in versions]})
 
 

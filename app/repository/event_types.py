@@ -19,7 +19,7 @@ from app.domain.event_type_document import (
     schema_from_document,
 )
 from app.domain.timeline import Timeline
-from app.repository import topic_deletions
+from app.repository import subscriptions, topic_deletions
 from app.repository.database import ConnectionPool
 
 CHANGES_CHANNEL = "nakadi_event_types"
@@ -29,6 +29,18 @@ TIMELINE_COLUMNS = "id, event_type, timeline_order, storage_id, topic, partition
 
 class EventTypeExists(Exception):
     """An event type of that name exists already."""
+
+
+class EventTypeInUse(Exception):
+    """Subscriptions read the event type, so it cannot be deleted."""
+
+    NAMED = 10  # at most this many ids in the message
+
+    def __init__(self, name: str, subscription_ids: list[str]) -> None:
+        named = ", ".join(subscription_ids[:self.NAMED])
+        more = len(subscription_ids) - self.NAMED
+        super().__init__(f"EventType '{name}' is read by subscriptions {named}"
+                         f"{f' and {more} more' if more > 0 else ''}; delete them first.")
 
 
 def _version_key(version: str) -> tuple[int, int, int]:
@@ -90,8 +102,14 @@ def list_event_types(pool: ConnectionPool) -> list[EventType]:
 def delete_event_type(pool: ConnectionPool, name: str, topic_removal_delay_s: float
                       ) -> list[Timeline]:
     """Delete an event type with its schemas and timelines, and schedule the
-    removal of their topics; returns the timelines."""
+    removal of their topics; returns the timelines. Raises EventTypeInUse when
+    subscriptions read it."""
     with pool.transaction() as cursor:
+        # Locked first: a subscription being created holds a share lock on it.
+        cursor.execute("SELECT 1 FROM event_types WHERE name = %s FOR UPDATE", (name,))
+        readers = subscriptions.readers_of(cursor, name)
+        if readers:
+            raise EventTypeInUse(name, readers)
         cursor.execute(
             f"SELECT {TIMELINE_COLUMNS} FROM timelines WHERE event_type = %s"
             " ORDER BY timeline_order", (name,))
