@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 
 from flask import Flask
+from flask.json.provider import DefaultJSONProvider
 
 from app.config import Settings
 from app.flow_id import install_flow_id
@@ -14,12 +15,18 @@ from app.repository.database import make_green
 from app.services import Services
 
 
+class _OrderedJSON(DefaultJSONProvider):
+    """JSON bodies keep the key order the code builds them in (Nakadi's field order)."""
+
+    sort_keys = False
+
+
 def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     configure_logging(settings.log_level)
     make_green()
     app = Flask(__name__)
-    app.json.sort_keys = False
+    app.json = _OrderedJSON(app)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
     app.extensions["nakadi"] = Services(settings)
     register_problem_handlers(app)

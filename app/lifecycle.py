@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
-_worker = None
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from gunicorn.workers.base import Worker
+
+_worker: Worker | None = None
 
 
-def attach_worker(worker) -> None:
+def attach_worker(worker: Worker) -> None:
     """Called by gunicorn's ``post_worker_init`` hook with the worker object."""
     global _worker
     _worker = worker

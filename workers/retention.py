@@ -22,7 +22,8 @@ def purge_once(services: Services) -> int:
         conn.autocommit = True
         try:
             cursor.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,))
-            if not cursor.fetchone()[0]:
+            [(locked,)] = cursor.fetchall()
+            if not locked:
                 return 0
             try:
                 for storage in list_storages(services.pool):
