@@ -116,6 +116,13 @@ class StorageEngine(ABC):
     def reader(self, topic: str, positions: Mapping[int, int]) -> StreamReader:
         """A reader over the given partitions, each starting after its position."""
 
+    def purge_expired(self) -> int:
+        """Remove the events past their topic's retention time; returns how many.
+
+        One process at a time calls it (``workers/retention.py``). Engines whose
+        storage enforces retention itself (Kafka) have nothing to do."""
+        return 0
+
     @abstractmethod
     def check(self) -> None:
         """Raise ``StorageError`` when the storage does not answer."""
