@@ -171,14 +171,6 @@ class PostgresEngine(StorageEngine):
             return {p: list(range(first[p], first[p] + len(batches[p]))) for p in batches}
         raise TopicNotFound(f"{topic} lacks one of the partitions {sorted(batches)}")
 
-    def read(
-        self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
-    ) -> list[StoredEvent]:
-        topic_id = self._topic_id(topic)
-        positions = {partition: after}
-        return self._fetch_or_wait(
-            topic_id, lambda: self._read_many(topic_id, positions, limit), wait)
-
     def _read_many(self, topic_id: int, positions: dict[int, int], limit: int
                    ) -> list[StoredEvent]:
         """Up to ``limit`` events after the positions, partitions in the dict's order.

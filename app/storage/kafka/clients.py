@@ -29,7 +29,7 @@ new events there (100 ms gave a p99 of 74 ms publish-to-stream; 20 ms, 20 ms). T
 an idle reader asking about 50 times a second."""
 
 SNAPSHOT_FETCH_WAIT_MS = 10
-"""The same for reads that do not wait and for bounds: the broker answers an empty fetch fast."""
+"""The same for bounds, which never wait for new events: the broker answers an empty fetch fast."""
 
 DRAIN_BATCH = 1000
 """Most messages taken from a consumer in one call: building them holds the GIL."""

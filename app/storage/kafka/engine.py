@@ -4,21 +4,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping, Sequence
-from time import monotonic
 from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StoredEvent
-from app.storage.kafka.bounds import END_CHECK_S, partition_bounds
-from app.storage.kafka.clients import (
-    DRAIN_BATCH,
-    SNAPSHOT_FETCH_WAIT_MS,
-    STREAM_FETCH_WAIT_MS,
-    Clients,
-    caught_up,
-    records,
-)
+from app.storage.engine import PartitionBounds, StorageEngine, StorageError
+from app.storage.kafka.bounds import partition_bounds
+from app.storage.kafka.clients import STREAM_FETCH_WAIT_MS, Clients
 from app.storage.kafka.producer import Appender
 from app.storage.kafka.reader import KafkaStreamReader
 from app.storage.kafka.threads import BlockingCalls
@@ -90,19 +82,6 @@ class KafkaEngine(StorageEngine):
 
     # -- reading --------------------------------------------------------------
 
-    def read(
-        self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
-    ) -> list[StoredEvent]:
-        self._topics.check_partition(topic, partition)
-        if limit <= 0:
-            return []
-        try:
-            return self._threads.run(
-                topic, self._read_blocking, topic, partition, after, limit, wait)
-        except StorageError:
-            self._topics.raise_if_gone(topic)
-            raise
-
     def reader(self, topic: str, positions: Mapping[int, int]) -> KafkaStreamReader:
         for partition in positions:
             self._topics.check_partition(topic, partition)
@@ -145,44 +124,3 @@ class KafkaEngine(StorageEngine):
         """librdkafka's error callback. It runs on whichever thread serves the
         client, so the logging happens on the hub."""
         self._threads.call_on_hub(log.warning, "kafka client error: %s", error)
-
-    def _read_blocking(
-        self, topic: str, partition: int, after: int, limit: int, wait: float
-    ) -> list[StoredEvent]:
-        fetch_wait = STREAM_FETCH_WAIT_MS if wait > 0 else SNAPSHOT_FETCH_WAIT_MS
-        consumer = self._clients.consumer(
-            [TopicPartition(topic, partition, after + 1)], fetch_wait
-        )
-        watermark = TopicPartition(topic, partition)
-        try:
-            events: list[StoredEvent] = []
-            next_offset = after + 1
-            started = monotonic()
-            wait_until, answer_by = started + wait, started + self._timeout
-            while len(events) < limit:
-                now = monotonic()
-                if caught_up(consumer, watermark, next_offset):
-                    if events or now >= wait_until:
-                        break
-                    remaining = wait_until - now
-                elif now >= answer_by:
-                    if events:
-                        break
-                    raise StorageError(f"{topic}/{partition}: no answer within {self._timeout:g} s")
-                else:
-                    remaining = answer_by - now
-                # Slices: a fetch can report the end without any event to wake us.
-                messages = consumer.consume(1, min(remaining, END_CHECK_S))
-                if not messages:
-                    continue
-                answer_by = monotonic() + self._timeout
-                room = min(limit - len(events) - 1, DRAIN_BATCH)
-                if room > 0:
-                    messages += consumer.consume(room, 0)
-                for event in records(messages, topic):
-                    if event.offset >= next_offset:
-                        events.append(event)
-                        next_offset = event.offset + 1
-            return events
-        finally:
-            consumer.close()
