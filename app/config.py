@@ -53,7 +53,7 @@ class Settings:
             raw = environ.get(f"NAKADI_{field.name.upper()}")
             if raw is None:
                 continue
-            convert = type(field.default)
+            convert: type = type(field.default)
             try:
                 values[field.name] = convert(raw)
             except ValueError:

@@ -12,11 +12,11 @@ from gunicorn import util
 from app.problems import CONTENT_TYPE, PROBLEM_TYPE
 
 
-def write_problem(sock: socket.socket, status: int, reason: str, message: str) -> None:
+def write_problem(sock: socket.socket, status_int: int, reason: str, mesg: str) -> None:
     """Stands in for ``gunicorn.util.write_error``, with the same arguments."""
-    body = json.dumps({"type": PROBLEM_TYPE.format(status=status), "title": reason,
-                       "status": status, "detail": message or reason}).encode()
-    head = (f"HTTP/1.1 {status} {reason}\r\nConnection: close\r\n"
+    body = json.dumps({"type": PROBLEM_TYPE.format(status=status_int), "title": reason,
+                       "status": status_int, "detail": mesg or reason}).encode()
+    head = (f"HTTP/1.1 {status_int} {reason}\r\nConnection: close\r\n"
             f"Content-Type: {CONTENT_TYPE}\r\nContent-Length: {len(body)}\r\n\r\n")
     util.write_nonblock(sock, head.encode("latin-1") + body)
 

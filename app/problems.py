@@ -12,7 +12,7 @@ from gunicorn.http.errors import (
     InvalidChunkSize,
     NoMoreData,
 )
-from werkzeug.exceptions import HTTPException
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 PROBLEM_TYPE = "http://httpstatus.es/{status}"
 CONTENT_TYPE = "application/problem+json"
@@ -50,7 +50,7 @@ def register_problem_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
         response = problem_response(error.code or 500, error.description or error.name)
-        if error.code == 405 and error.valid_methods:
+        if isinstance(error, MethodNotAllowed) and error.valid_methods:
             response.headers["Allow"] = ", ".join(error.valid_methods)
         return response
 

@@ -99,7 +99,7 @@ def _native_validator(schema: Mapping[str, Any]) -> jsonschema_rs.Validator | No
         return None
     try:
         return jsonschema_rs.Draft4Validator(
-            schema,
+            dict(schema),
             formats=NATIVE_FORMATS,
             validate_formats=True,
             keywords={"pattern": _PythonPattern},

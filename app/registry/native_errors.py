@@ -85,7 +85,8 @@ def jsonschema_message(error: jsonschema_rs.ValidationError, event: Any) -> str:
         case Kind.AdditionalProperties(names):
             return _unexpected("additional properties", sorted(names, key=str))
         case Kind.AdditionalItems(limit):
-            return _unexpected("additional items", list(error.instance[limit:]))
+            extras = error.instance if isinstance(error.instance, list) else []
+            return _unexpected("additional items", extras[limit:])
         case Kind.Minimum(limit):
             return f"{value} is less than the minimum of {limit!r}"
         case Kind.ExclusiveMinimum(limit):

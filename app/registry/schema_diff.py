@@ -108,7 +108,8 @@ def _diff(
                 add(ChangeKind.KEYWORD_CHANGED, keyword)
         elif keyword in SCHEMA_KEYWORDS and isinstance(before, dict) and isinstance(after, dict):
             _diff(before, after, (*path, keyword), changes)
-        elif keyword in SCHEMA_LIST_KEYWORDS and _same_length_lists(before, after):
+        elif (keyword in SCHEMA_LIST_KEYWORDS and isinstance(before, list)
+              and isinstance(after, list) and len(before) == len(after)):
             for index, (left, right) in enumerate(zip(before, after, strict=True)):
                 _diff_subschema(left, right, (*path, keyword, index), changes)
         elif keyword in SCHEMA_LIST_KEYWORDS and keyword in old and keyword in new:
@@ -123,10 +124,6 @@ def _diff(
             add(ChangeKind.ENUM_CHANGED, keyword)
         else:
             add(ChangeKind.KEYWORD_CHANGED, keyword)
-
-
-def _same_length_lists(before: Any, after: Any) -> bool:
-    return isinstance(before, list) and isinstance(after, list) and len(before) == len(after)
 
 
 def _diff_subschema(

@@ -31,7 +31,7 @@ from app.registry.errors import EventTypeInvalid, FieldError
 from app.registry.settings import RegistrySettings
 
 _STRING_MAPS = ("annotations", "labels")
-_MESSAGES = {
+_MESSAGES: dict[str, str | list[Any] | dict[Any, Any]] = {
     "required": "is required",
     "null": "must not be null",
 }

@@ -139,7 +139,8 @@ def list_subscriptions(pool: ConnectionPool, owning_application: str | None,
                        event_types: Sequence[str], offset: int, limit: int) -> SubscriptionPage:
     """A page of subscriptions, newest first: those of the owning application (when
     given) that read every one of ``event_types``."""
-    conditions, params = [], []
+    conditions: list[str] = []
+    params: list[Any] = []
     if owning_application is not None:
         conditions.append("owning_application = %s")
         params.append(owning_application)

@@ -21,7 +21,7 @@ from app.api.lookups import partition_bounds
 from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.zookeeper import ZooKeeperUnavailable
 from app.cursors import BEGIN, CursorInvalid, is_partition, resolve
-from app.domain.subscription import InitialCursor, Subscription
+from app.domain.subscription import InitialCursor, ReadFrom, Subscription
 from app.domain.timeline import Timeline
 from app.repository import subscriptions as repository
 from app.services import services
@@ -33,7 +33,7 @@ from app.subscriptions.body import (
 )
 
 DEFAULT_CONSUMER_GROUP = "default"
-DEFAULT_READ_FROM = "end"
+DEFAULT_READ_FROM: ReadFrom = "end"
 
 log = logging.getLogger(__name__)
 
@@ -46,11 +46,13 @@ class SubscriptionNotFound(Exception):
         self.detail = str(self)
 
 
-def _required(parsed: SubscriptionBody) -> None:
+def _required(parsed: SubscriptionBody) -> tuple[str, tuple[str, ...]]:
+    """The owning application and event types, which a body must give."""
     missing = [field for field in ("owning_application", "event_types")
                if getattr(parsed, field) is None]
-    if missing:
+    if missing or parsed.owning_application is None or parsed.event_types is None:
         raise SubscriptionInvalid([f"{field}: is required" for field in missing])
+    return parsed.owning_application, parsed.event_types
 
 
 def _timelines(event_types: Sequence[str]) -> dict[str, Timeline]:
@@ -128,8 +130,7 @@ def create_subscription(body: Any) -> tuple[Subscription, bool]:
     """The subscription a POST body asks for, and whether it is new (False: one with
     its key existed, and is answered as it is)."""
     parsed = parse_body(body)
-    _required(parsed)
-    owning_application, event_types = parsed.owning_application, parsed.event_types
+    owning_application, event_types = _required(parsed)
     consumer_group = parsed.consumer_group or DEFAULT_CONSUMER_GROUP
     pool = services().pool
     existing = repository.find_by_key(pool, owning_application, event_types, consumer_group)
