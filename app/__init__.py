@@ -26,9 +26,21 @@ def create_app(settings: Settings | None = None) -> Flask:
     install_flow_id(app, logging.getLogger("nakadi.access"))
     install_input_guard(app)
 
-    from app.api import cursor_operations, event_types, events, health, partitions, registry
+    from app.api import (
+        cursor_operations,
+        event_types,
+        events,
+        health,
+        partitions,
+        registry,
+        subscription_cursors,
+        subscription_events,
+        subscription_stats,
+        subscriptions,
+    )
 
-    for module in (health, event_types, events, partitions, cursor_operations, registry):
+    for module in (health, event_types, events, partitions, cursor_operations, registry,
+                   subscriptions, subscription_events, subscription_cursors, subscription_stats):
         app.register_blueprint(module.blueprint)
     app.after_request(_no_type_without_body)
     return app

@@ -31,6 +31,7 @@ class Settings:
     default_retention_ms: int = RegistrySettings.default_retention_time_ms
     max_batch_bytes: int = 50_000_000
     max_streams_per_partition: int = 10
+    max_subscription_partitions: int = 100
 
     @cached_property
     def registry(self) -> RegistrySettings:
@@ -52,7 +53,7 @@ class Settings:
             raw = environ.get(f"NAKADI_{field.name.upper()}")
             if raw is None:
                 continue
-            convert = type(field.default)
+            convert: type = type(field.default)
             try:
                 values[field.name] = convert(raw)
             except ValueError:

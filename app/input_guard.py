@@ -15,7 +15,8 @@ from app.problems import Problem
 
 
 class StrictJSONProvider(DefaultJSONProvider):
-    """Flask's JSON with the broker's reading rules; writing is unchanged."""
+    """Flask's JSON with the broker's reading rules; written bodies keep the key order
+    the code builds them in (Nakadi's field order)."""
 
     sort_keys = False
 

@@ -6,10 +6,18 @@ import logging
 from http import HTTPStatus
 
 from flask import Flask, Response, json
-from werkzeug.exceptions import HTTPException
+from gunicorn.http.errors import (
+    ChunkMissingTerminator,
+    InvalidChunkExtension,
+    InvalidChunkSize,
+    NoMoreData,
+)
+from werkzeug.exceptions import HTTPException, MethodNotAllowed
 
 PROBLEM_TYPE = "http://httpstatus.es/{status}"
 CONTENT_TYPE = "application/problem+json"
+# What gunicorn raises while the application reads a body the client framed wrongly.
+MALFORMED_BODY = (InvalidChunkSize, ChunkMissingTerminator, InvalidChunkExtension, NoMoreData)
 
 log = logging.getLogger(__name__)
 
@@ -42,9 +50,15 @@ def register_problem_handlers(app: Flask) -> None:
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
         response = problem_response(error.code or 500, error.description or error.name)
-        if error.code == 405 and error.valid_methods:
+        if isinstance(error, MethodNotAllowed) and error.valid_methods:
             response.headers["Allow"] = ", ".join(error.valid_methods)
         return response
+
+    def _malformed_body(error: Exception) -> Response:
+        return problem_response(400, f"the request body is malformed: {error}")
+
+    for malformed in MALFORMED_BODY:
+        app.register_error_handler(malformed, _malformed_body)
 
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> Response:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import current_app
+from flask import Flask, current_app
 from kazoo.client import KazooClient
 
 from app.config import Settings
@@ -40,3 +40,13 @@ class Services:
 def services() -> Services:
     """The services of the application serving the current request."""
     return current_app.extensions["nakadi"]
+
+
+def services_of(app: object) -> Services | None:
+    """The services of an application built by ``create_app``; None for anything else.
+    gunicorn's hooks know the WSGI callable only, and not at all if it failed to load."""
+    if isinstance(app, Flask):
+        found = app.extensions.get("nakadi")
+        if isinstance(found, Services):
+            return found
+    return None

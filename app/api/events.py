@@ -4,6 +4,7 @@ low-level event stream (GET)."""
 from __future__ import annotations
 
 import zlib
+from collections.abc import Mapping, Sequence
 
 import orjson
 from flask import Blueprint, Response, g, request
@@ -13,10 +14,12 @@ from app.api.params import require_json_content_type
 from app.api.stream_params import stream_limits
 from app.coordination.stream_slots import TooManyStreams
 from app.cursors import CursorInvalid, positions_by_partition
+from app.domain.timeline import Timeline
 from app.problems import Problem
 from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
-from app.publishing.publisher import BatchRejected, publish
+from app.publishing.publisher import BatchRejected, Item, publish
 from app.services import services
+from app.storage.engine import PartitionBounds
 from app.streaming.event_stream import open_event_stream
 from app.streaming.response import stream_response
 
@@ -45,7 +48,7 @@ def _batch_body(limit: int) -> bytes:
     return body
 
 
-def _items_response(items, status: int) -> Response:
+def _items_response(items: Sequence[Item], status: int) -> Response:
     return Response(orjson.dumps([item.response() for item in items]), status=status,
                     content_type="application/json")
 
@@ -71,7 +74,8 @@ def publish_events(name: str) -> Response:
     return _items_response(items, 207)
 
 
-def _start_positions(timeline, bounds) -> dict[int, int]:
+def _start_positions(timeline: Timeline, bounds: Mapping[int, PartitionBounds]
+                     ) -> dict[int, int]:
     """Where each partition's stream starts: after the cursors of the X-Nakadi-Cursors
     header, or after the newest event of every partition without it."""
     raw = request.headers.get(CURSORS_HEADER)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Blueprint, Response, jsonify
 
 from app.problems import problem_response
@@ -10,7 +12,7 @@ from app.services import services
 blueprint = Blueprint("health", __name__)
 
 
-def _probe(check) -> str | None:
+def _probe(check: Callable[[], object]) -> str | None:
     """None when ``check()`` passes, else why it failed."""
     try:
         check()

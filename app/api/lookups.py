@@ -11,9 +11,11 @@ from collections.abc import Iterator
 from kazoo.exceptions import KazooException
 
 from app.coordination.zookeeper import ZooKeeperUnavailable
+from app.domain.event_type import EventType
 from app.domain.subscription import Subscription
 from app.domain.timeline import Timeline
 from app.problems import Problem
+from app.repository.event_types import event_type_with_timeline
 from app.repository.subscriptions import get_subscription
 from app.services import services
 from app.storage.engine import PartitionBounds, StorageError
@@ -26,9 +28,13 @@ from app.subscriptions.partitions import (
 log = logging.getLogger(__name__)
 
 
-def event_type_or_404(name: str) -> tuple[dict, Timeline]:
-    """The event type and its active timeline, from the in-process cache."""
-    found = services().event_types.get(name)
+def event_type_or_404(name: str, fresh: bool = False) -> tuple[EventType, Timeline]:
+    """The event type and its active timeline: from the in-process cache, or with ``fresh``
+    from the database (the registry's own endpoints show a change at once, on any worker)."""
+    if fresh:
+        found = event_type_with_timeline(services().pool, name)
+    else:
+        found = services().event_types.get(name)
     if found is None:
         raise Problem(404, f"EventType '{name}' does not exist.")
     return found

@@ -1,13 +1,16 @@
-"""Query parameters and the body's Content-Type, checked: a bad value is a Problem
-naming what to fix."""
+"""Query parameters, paging links and the JSON body, checked: a bad value is a
+Problem naming what to fix."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from typing import Any
+from urllib.parse import urlencode
 
-from flask import request
+from flask import current_app, request
 
 from app.problems import Problem
+from app.strict_json import InvalidJson
 
 
 def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
@@ -32,3 +35,39 @@ def require_json_content_type() -> None:
     if request.mimetype != "application/json":
         raise Problem(415, f"Content-Type must be application/json, not "
                            f"'{request.mimetype or 'missing'}'")
+
+
+def bool_param(name: str, default: bool = False) -> bool:
+    """A boolean query parameter, ``true`` or ``false`` (any case); otherwise a 400."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise Problem(400, f"'{name}' must be true or false, got {raw!r}")
+
+
+def pagination_links(offset: int, limit: int, has_more: bool,
+                     query: Sequence[tuple[str, str]] = ()) -> dict[str, dict[str, str]]:
+    """``_links`` of a page: ``prev`` unless it is the first, ``next`` when more follow.
+    The hrefs keep the request's path and the other parameters given in ``query``."""
+    def href(page_offset: int) -> dict[str, str]:
+        return {"href": f"{request.path}?"
+                        f"{urlencode([*query, ('offset', page_offset), ('limit', limit)])}"}
+
+    links = {}
+    if offset > 0:
+        links["prev"] = href(max(0, offset - limit))
+    if has_more:
+        links["next"] = href(offset + limit)
+    return links
+
+
+def json_body() -> Any:
+    """The request body, declared as and parsed as JSON by the application's strict
+    rules (``app.input_guard``): otherwise a 415 or a 400 saying why."""
+    require_json_content_type()
+    try:
+        return current_app.json.loads(request.get_data(cache=False))
+    except InvalidJson as error:
+        raise Problem(400, f"the body is not valid JSON: {error}") from None

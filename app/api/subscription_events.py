@@ -20,6 +20,7 @@ from app.coordination.subscription_state import SubscriptionState
 from app.domain.topology import PartitionKey
 from app.problems import Problem
 from app.services import services
+from app.storage.engine import StorageEngine
 from app.streaming.response import stream_response
 from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
 from app.subscriptions.stream import (
@@ -105,7 +106,7 @@ def _stream(subscription_id: str, source: Mapping[str, str],
     params = _stream_params(source, requested)
     partitions = subscription_partitions_of(subscription)
 
-    def engine_for(storage_id: str):
+    def engine_for(storage_id: str) -> StorageEngine:
         return current.engines.get(storage_id)
 
     with coordination():

@@ -8,8 +8,9 @@ for one, rather than failing as psycopg2's own pools do when exhausted.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 import gevent.lock
 import psycopg2
@@ -18,6 +19,9 @@ import psycopg2.extras
 from psycogreen.gevent import patch_psycopg
 
 CONNECT_TIMEOUT_S = 5
+
+Params = Sequence[Any] | Mapping[str, Any] | None
+"""Query parameters as psycopg2 takes them: positional (``%s``) or named (``%(name)s``)."""
 
 
 def make_green() -> None:
@@ -62,13 +66,13 @@ class ConnectionPool:
         with self.connection() as conn, conn, conn.cursor() as cursor:
             yield cursor
 
-    def fetch_all(self, query: str, params: object = None) -> list[tuple]:
+    def fetch_all(self, query: str, params: Params = None) -> list[tuple]:
         """Run one read-only query and return its rows."""
         with self.transaction() as cursor:
             cursor.execute(query, params)
             return cursor.fetchall()
 
-    def execute(self, query: str, params: object = None) -> int:
+    def execute(self, query: str, params: Params = None) -> int:
         """Run one statement in its own transaction; returns the affected row count."""
         with self.transaction() as cursor:
             cursor.execute(query, params)

@@ -12,13 +12,14 @@ of that topic.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
 
 import gevent
 import gevent.event
 import psycopg2
 
-from app.repository.database import ConnectionPool
+from app.repository.database import ConnectionPool, Params
 from app.repository.notifications import Listener
 from app.storage.engine import (
     PartitionBounds,
@@ -104,7 +105,7 @@ class PostgresEngine(StorageEngine):
         self._watch = TopicWatch(pool.dsn)
         self._appender = GroupAppender(pool)
 
-    def _query(self, query: str, params: object) -> list[tuple]:
+    def _query(self, query: str, params: Params) -> list[tuple]:
         try:
             return self._pool.fetch_all(query, params)
         except psycopg2.Error as error:
@@ -127,7 +128,7 @@ class PostgresEngine(StorageEngine):
                     " RETURNING id",
                     (topic, partitions, retention_ms),
                 )
-                topic_id = cursor.fetchone()[0]
+                [(topic_id,)] = cursor.fetchall()
                 cursor.execute(
                     "INSERT INTO log_partitions (topic_id, partition)"
                     " SELECT %s, generate_series(0, %s - 1)",
@@ -170,14 +171,6 @@ class PostgresEngine(StorageEngine):
             return {p: list(range(first[p], first[p] + len(batches[p]))) for p in batches}
         raise TopicNotFound(f"{topic} lacks one of the partitions {sorted(batches)}")
 
-    def read(
-        self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
-    ) -> list[StoredEvent]:
-        topic_id = self._topic_id(topic)
-        positions = {partition: after}
-        return self._fetch_or_wait(
-            topic_id, lambda: self._read_many(topic_id, positions, limit), wait)
-
     def _read_many(self, topic_id: int, positions: dict[int, int], limit: int
                    ) -> list[StoredEvent]:
         """Up to ``limit`` events after the positions, partitions in the dict's order.
@@ -202,7 +195,8 @@ class PostgresEngine(StorageEngine):
                 break
         return [StoredEvent(p, offset, bytes(payload)) for p, offset, payload in rows]
 
-    def _fetch_or_wait(self, topic_id: int, fetch, wait: float) -> list[StoredEvent]:
+    def _fetch_or_wait(self, topic_id: int, fetch: Callable[[], list[StoredEvent]], wait: float
+                       ) -> list[StoredEvent]:
         events = fetch()
         if events or wait <= 0:
             return events
@@ -256,7 +250,8 @@ class PostgresEngine(StorageEngine):
                     break
         return removed
 
-    def _last_offset_before(self, topic_id: int, partition: int, cutoff) -> int | None:
+    def _last_offset_before(self, topic_id: int, partition: int, cutoff: datetime
+                            ) -> int | None:
         rows = self._query(
             "SELECT min(event_offset), max(event_offset) FROM log_events"
             " WHERE topic_id = %s AND partition = %s", (topic_id, partition))

@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import gevent
 from kazoo.client import KazooClient
@@ -55,7 +55,7 @@ class EventStream:
         cursor = client_cursor(self._timeline, partition, self._positions[partition])
         return batch_line(cursor, payloads)
 
-    def lines(self) -> Iterator[bytes]:
+    def lines(self) -> Generator[bytes, None, None]:
         """The stream's lines, ending when a limit says so; closes the reader at the end."""
         try:
             yield from self._run()

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.cursors import CursorInvalid, engine_offset, partition_number, resolve
+from app.domain.timeline import Timeline
 from app.domain.topology import PartitionKey
 from app.storage.engine import PartitionBounds
 from app.storage.offsets import encode_offset
@@ -79,7 +80,8 @@ def checked_reset(cursor: Any, partitions: SubscriptionPartitions, bounds: Bound
                          encode_offset(timeline.order, position.offset), cursor)
 
 
-def _timeline(event_type: str, partitions: SubscriptionPartitions, cursor: Mapping[str, Any]):
+def _timeline(event_type: str, partitions: SubscriptionPartitions, cursor: Mapping[str, Any]
+              ) -> Timeline:
     timeline = partitions.timelines.get(event_type)
     if timeline is None:
         raise CursorInvalid(f"{_describe(cursor)}: event type {event_type!r} is not part of "

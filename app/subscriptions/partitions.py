@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from app.domain.event_type import EventType
 from app.domain.subscription import Subscription
 from app.domain.timeline import Timeline
 from app.domain.topology import PartitionKey, key_order
@@ -52,7 +53,7 @@ class SubscriptionPartitions:
 
 
 def subscription_partitions(subscription: Subscription,
-                            lookup: Callable[[str], tuple[dict, Timeline] | None]
+                            lookup: Callable[[str], tuple[EventType, Timeline] | None]
                             ) -> SubscriptionPartitions:
     """The timelines of the subscription's event types, looked up with ``lookup``
     (the event type cache); ``EventTypeGone`` when one was deleted."""

@@ -79,7 +79,7 @@ class PartitionReaders:
     def close(self) -> None:
         """Stop every reader and wait until they are closed (a poll ends within
         ``POLL_WAIT_S``): nothing reads the topics once the stream is over."""
-        greenlets = [pump.greenlet for pump in self._pumps.values()]
+        greenlets = [pump.greenlet for pump in self._pumps.values() if pump.greenlet]
         for event_type in list(self._pumps):
             self._stop(event_type)
         gevent.joinall(greenlets, timeout=POLL_WAIT_S * 5)

@@ -115,8 +115,9 @@ def _moved(before: PartitionAssignment, target: str | None, alive: set[str]
     holder = before.session if before.state != "unassigned" and before.session in alive else None
     event_type, partition = before.key
     if holder is None:
-        state = "assigned" if target else "unassigned"
-        return PartitionAssignment(event_type, partition, state, target)
+        if target is None:
+            return PartitionAssignment(event_type, partition)
+        return PartitionAssignment(event_type, partition, "assigned", target)
     if target is None or target == holder:
         # Nobody else should take it (or it stays): the live holder keeps it.
         return PartitionAssignment(event_type, partition, "assigned", holder)

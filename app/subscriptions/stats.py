@@ -12,7 +12,7 @@ import orjson
 
 from app.coordination.subscription_state import SubscriptionGone, SubscriptionState
 from app.domain.subscription import Subscription
-from app.domain.topology import PartitionAssignment, PartitionKey, Topology
+from app.domain.topology import PartitionAssignment, PartitionKey, Session, Topology
 from app.storage.engine import StorageEngine, StorageError
 from app.subscriptions.cursors import Bounds
 from app.subscriptions.partitions import SubscriptionPartitions
@@ -25,11 +25,7 @@ def subscription_stats(subscription: Subscription, partitions: SubscriptionParti
                        engine_for: Callable[[str], StorageEngine], show_time_lag: bool
                        ) -> list[dict[str, Any]]:
     """``SubscriptionEventTypeStats`` items, event types in the subscription's order."""
-    try:
-        sessions = {s.id: s for s in state.sessions()}
-        topology = state.topology()
-    except SubscriptionGone:  # never streamed: nothing in ZooKeeper yet
-        sessions, topology = {}, Topology(())
+    sessions, topology = _assignments(state)
     initialized = state.offsets_initialized()
     items = []
     for event_type in subscription.event_types:
@@ -51,8 +47,26 @@ def subscription_stats(subscription: Subscription, partitions: SubscriptionParti
     return items
 
 
-def _assignment(key: PartitionKey, assignment: PartitionAssignment | None, sessions: dict
-                ) -> dict[str, Any]:
+def subscription_status(subscription: Subscription, partitions: SubscriptionPartitions,
+                        state: SubscriptionState) -> list[dict[str, Any]]:
+    """``SubscriptionEventTypeStatus`` items: who streams each partition (the stats
+    without offsets, which need no storage)."""
+    sessions, topology = _assignments(state)
+    return [{"event_type": event_type, "partitions": [
+        _assignment((event_type, str(p)), topology.get((event_type, str(p))), sessions)
+        for p in range(partitions.timelines[event_type].partitions)]}
+        for event_type in subscription.event_types]
+
+
+def _assignments(state: SubscriptionState) -> tuple[dict[str, Session], Topology]:
+    try:
+        return {s.id: s for s in state.sessions()}, state.topology()
+    except SubscriptionGone:  # never streamed: nothing in ZooKeeper yet
+        return {}, Topology(())
+
+
+def _assignment(key: PartitionKey, assignment: PartitionAssignment | None,
+                sessions: dict[str, Session]) -> dict[str, Any]:
     entry: dict[str, Any] = {"partition": key[1]}
     holder = sessions.get(assignment.session) if assignment and assignment.session else None
     if assignment is None or assignment.state == "unassigned" or holder is None:

@@ -30,7 +30,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -163,7 +163,7 @@ class SubscriptionStream:
 
     # streaming
 
-    def lines(self) -> Iterator[bytes]:
+    def lines(self) -> Generator[bytes, None, None]:
         """The stream's lines; ending it (also by closing the iterator) starts closing."""
         try:
             yield from self._stream()
@@ -267,7 +267,8 @@ class SubscriptionStream:
 
     def _follow(self, topology: Topology) -> None:
         """Stream what the topology gives this session; stop what it takes away."""
-        streaming, releasing = set(), set()
+        streaming: set[PartitionKey] = set()
+        releasing: set[PartitionKey] = set()
         for p in topology.held_by(self.id):
             (releasing if p.state == "reassigning" else streaming).add(p.key)
         changed = False

@@ -4,6 +4,7 @@ endpoints that read JSON, paths and query parameters."""
 from __future__ import annotations
 
 import json
+import socket
 
 import pytest
 import requests
@@ -88,3 +89,31 @@ def test_cursor_parameters_refuse_what_is_not_standard_json(base_url, event_type
 def test_cursor_bodies_refuse_what_is_not_standard_json(base_url, event_type, body):
     assert_problem(requests.post(f"{base_url}/event-types/{event_type}/cursors-lag",
                                  data=body, headers=JSON), 400)
+
+
+def raw_exchange(base_url: str, request: bytes) -> bytes:
+    """The server's whole answer to raw request bytes, read until it closes."""
+    host, port = base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(("request_bytes", "status"), [
+    (b"GET /event-types?x=" + b"a" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"414"),
+    (b"POST /event-types/{name}/events HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     b"Content-Type: application/json\r\n\r\nzz\r\n[]\r\n0\r\n\r\n", b"400"),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", b"400"),
+])
+def test_requests_gunicorn_refuses_get_problems_too(base_url, event_type, request_bytes,
+                                                    status):
+    request_bytes = request_bytes.replace(b"{name}", event_type.encode())
+    head, _, body = raw_exchange(base_url, request_bytes).partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0].split(b" ")[1] == status
+    assert b"Content-Type: application/problem+json" in lines
+    problem = json.loads(body)
+    assert problem["status"] == int(status) and problem["detail"]

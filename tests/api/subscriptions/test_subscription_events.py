@@ -166,3 +166,28 @@ def test_deleting_the_subscription_ends_its_streams(base_url, event_types, subsc
     assert requests.delete(f"{base_url}/subscriptions/{sid}").status_code == 204
     client.until_end()
     assert_problem(open_stream(base_url, sid), 404)
+
+
+def test_the_list_shows_who_streams_each_partition_with_show_status(base_url, event_types,
+                                                                    subscriptions):
+    name = event_types(2)
+    sid = subscribe(subscriptions, [name])
+    application = requests.get(f"{base_url}/subscriptions/{sid}").json()["owning_application"]
+
+    def listed(**params) -> dict:
+        response = requests.get(f"{base_url}/subscriptions",
+                                params={"owning_application": application, **params})
+        assert response.status_code == 200, response.text
+        [item] = response.json()["items"]
+        return item
+
+    assert "status" not in listed()
+    assert listed(show_status="true")["status"] == [{"event_type": name, "partitions": [
+        {"partition": "0", "state": "unassigned"}, {"partition": "1", "state": "unassigned"}]}]
+    client = StreamClient(base_url, sid)
+    try:
+        assert listed(show_status="true")["status"][0]["partitions"] == [
+            {"partition": p, "state": "assigned", "stream_id": client.stream_id,
+             "assignment_type": "auto"} for p in ("0", "1")]
+    finally:
+        client.vanish()
