@@ -3,6 +3,7 @@ and reach it through different workers and processes."""
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
 
 import requests
@@ -137,5 +138,22 @@ def test_two_gunicorn_processes_serve_one_subscription(base_url, server_env, tmp
         here.vanish()
         wait_until(lambda: len(partitions_of(base_url, sid, there.stream_id)) == 2)
         there.vanish()
+    finally:
+        stop_gunicorn(other)
+
+
+def test_a_worker_shutting_down_ends_its_streams_and_frees_their_partitions(
+        base_url, server_env, tmp_path, event_types, subscriptions):
+    sid = subscribe(subscriptions, [event_types(1)])
+    port = free_port()
+    other = start_gunicorn(server_env, port, tmp_path / "other.log")
+    try:
+        wait_until_serving(other, f"http://127.0.0.1:{port}", tmp_path / "other.log")
+        client = StreamClient(f"http://127.0.0.1:{port}", sid, batch_flush_timeout=1)
+        assert client.batch()["info"]["debug"] == "Stream started"
+        other.send_signal(signal.SIGTERM)
+        batches = client.until_end()
+        assert "shutting down" in batches[-1]["info"]["debug"]
+        wait_until(lambda: stats(base_url, sid)[0]["state"] == "unassigned")
     finally:
         stop_gunicorn(other)
