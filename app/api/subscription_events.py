@@ -23,10 +23,10 @@ from app.services import services
 from app.storage.engine import StorageEngine
 from app.streaming.response import stream_response
 from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
-from app.subscriptions.stream import (
+from app.subscriptions.stream import SubscriptionStream
+from app.subscriptions.stream_options import (
     MAX_COMMIT_TIMEOUT_S,
     StreamRefused,
-    SubscriptionStream,
     SubscriptionStreamParams,
 )
 

@@ -31,8 +31,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
-from enum import Enum
+from dataclasses import dataclass
 
 import gevent
 import gevent.event
@@ -50,41 +49,16 @@ from app.domain.topology import PartitionKey, Session, Topology, key_order
 from app.storage.engine import StorageEngine, StorageError, TopicNotFound
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
-from app.streaming.limits import StreamLimits
 from app.streaming.lines import batch_line
 from app.subscriptions.partitions import SubscriptionPartitions
 from app.subscriptions.readers import PartitionReaders
 from app.subscriptions.rebalance import hand_over
+from app.subscriptions.stream_options import Phase, StreamRefused, SubscriptionStreamParams
 
 CHECK_INTERVAL_S = 1.0
 CLIENT_LEFT = "the client disconnected"
-MAX_COMMIT_TIMEOUT_S = 60.0
 
 log = logging.getLogger(__name__)
-
-
-class StreamRefused(Exception):
-    """The stream cannot start; ``status`` (409) and the message say why."""
-
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-
-
-class Phase(Enum):
-    STARTING = "starting"
-    STREAMING = "streaming"
-    CLOSING = "closing"
-    CLEANUP = "cleanup"
-    ENDED = "ended"
-
-
-@dataclass(frozen=True)
-class SubscriptionStreamParams:
-    limits: StreamLimits = field(default_factory=StreamLimits)
-    max_uncommitted_events: int = 10
-    commit_timeout: float = MAX_COMMIT_TIMEOUT_S
-    requested: frozenset[PartitionKey] = frozenset()
 
 
 @dataclass

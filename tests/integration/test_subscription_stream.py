@@ -17,12 +17,8 @@ from app.domain.subscription import Subscription
 from app.domain.timeline import Timeline
 from app.streaming.limits import StreamLimits
 from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
-from app.subscriptions.stream import (
-    Phase,
-    StreamRefused,
-    SubscriptionStream,
-    SubscriptionStreamParams,
-)
+from app.subscriptions.stream import SubscriptionStream
+from app.subscriptions.stream_options import Phase, StreamRefused, SubscriptionStreamParams
 from tests.helpers.waiting import wait_until
 
 EVENT_TYPE = "orders"
