@@ -3,9 +3,14 @@ naming what to fix."""
 
 from __future__ import annotations
 
+import re
+
 from flask import request
 
 from app.problems import Problem
+
+# Python's int() also takes "1_0", "+5", " 5" and non-ASCII digits; a query integer is digits.
+INTEGER = re.compile(r"-?[0-9]+")
 
 
 def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
@@ -14,10 +19,9 @@ def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Problem(status, f"'{name}' must be an integer, got {raw!r}") from None
+    if INTEGER.fullmatch(raw) is None:
+        raise Problem(status, f"'{name}' must be an integer, got {raw!r}")
+    value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
         raise Problem(status, f"'{name}' must be {bounds}, got {value}")
