@@ -5,14 +5,14 @@ from __future__ import annotations
 import logging
 from http import HTTPStatus
 
-from flask import Flask, Response, json
+from flask import Flask, Response, current_app, json
 from gunicorn.http.errors import (
     ChunkMissingTerminator,
     InvalidChunkExtension,
     InvalidChunkSize,
     NoMoreData,
 )
-from werkzeug.exceptions import HTTPException, MethodNotAllowed
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
 
 PROBLEM_TYPE = "http://httpstatus.es/{status}"
 CONTENT_TYPE = "application/problem+json"
@@ -49,7 +49,11 @@ def register_problem_handlers(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
-        response = problem_response(error.code or 500, error.description or error.name)
+        detail = error.description or error.name
+        if isinstance(error, RequestEntityTooLarge):
+            limit = current_app.config["MAX_CONTENT_LENGTH"]
+            detail = f"the request body is larger than {limit} bytes; send less at once"
+        response = problem_response(error.code or 500, detail)
         if isinstance(error, MethodNotAllowed) and error.valid_methods:
             response.headers["Allow"] = ", ".join(error.valid_methods)
         return response
