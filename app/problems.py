@@ -14,6 +14,8 @@ from gunicorn.http.errors import (
 )
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
 
+from app.dependencies import RETRY_AFTER_S, DependencyUnavailable, unavailable_from
+
 PROBLEM_TYPE = "http://httpstatus.es/{status}"
 CONTENT_TYPE = "application/problem+json"
 # What gunicorn raises while the application reads a body the client framed wrongly.
@@ -39,7 +41,16 @@ def problem_response(status: int, detail: str, title: str | None = None) -> Resp
         "status": status,
         "detail": detail,
     }
-    return Response(json.dumps(body), status=status, content_type=CONTENT_TYPE)
+    response = Response(json.dumps(body), status=status, content_type=CONTENT_TYPE)
+    if status == 503:
+        # Every 503 is an outage the client should ride out, not a bug: say when to retry.
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
+def unavailable_response(error: DependencyUnavailable) -> Response:
+    log.warning("answered 503: %s", error)
+    return problem_response(503, f"{error}; try again later", "Service Unavailable")
 
 
 def register_problem_handlers(app: Flask) -> None:
@@ -64,7 +75,12 @@ def register_problem_handlers(app: Flask) -> None:
     for malformed in MALFORMED_BODY:
         app.register_error_handler(malformed, _malformed_body)
 
+    app.register_error_handler(DependencyUnavailable, unavailable_response)
+
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> Response:
+        outage = unavailable_from(error)
+        if outage is not None:
+            return unavailable_response(outage)
         log.exception("unexpected failure")
         return problem_response(500, "The server failed to handle the request; it was logged.")
