@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify
 
+from app.api.body import json_body
 from app.api.lookups import event_type_or_404
 from app.api.params import int_param, pagination_links
 from app.domain.event_type_document import event_type_document, schema_document
@@ -42,7 +43,7 @@ def list_event_types() -> Response:
 
 @blueprint.post("/event-types")
 def create() -> tuple[str, int]:
-    operations.create(services(), request.get_json())
+    operations.create(services(), json_body())
     return "", 201
 
 
@@ -55,7 +56,7 @@ def get(name: str) -> Response:
 @blueprint.put("/event-types/<name>")
 def update(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
-    operations.update(services(), stored, request.get_json())
+    operations.update(services(), stored, json_body())
     return "", 200
 
 
@@ -82,7 +83,7 @@ def list_schemas(name: str) -> Response:
 @blueprint.post("/event-types/<name>/schemas")
 def add_schema(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
-    operations.add_schema(services(), stored, request.get_json())
+    operations.add_schema(services(), stored, json_body())
     return "", 200
 
 

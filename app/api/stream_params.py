@@ -17,10 +17,13 @@ from app.streaming.limits import (
     StreamLimits,
 )
 
+INT32_MAX = 2**31 - 1
+
 
 def count_param(name: str, default: int, source: Mapping[str, str] | None = None) -> int:
-    """A non-negative integer stream parameter; anything else is a 422 naming it."""
-    return int_param(name, default, 0, status=422, source=source)
+    """A non-negative int32 stream parameter (001: ``format: int32``) of the query or
+    of ``source``; anything else is a 422 naming it."""
+    return int_param(name, default, 0, INT32_MAX, status=422, source=source)
 
 
 def stream_limits(source: Mapping[str, str] | None = None) -> StreamLimits:

@@ -8,13 +8,13 @@ import uuid
 
 from flask import Blueprint, Response, jsonify, request
 
+from app.api.body import json_body
 from app.api.lookups import (
     coordination,
     subscription_bounds,
     subscription_or_404,
     subscription_partitions_of,
 )
-from app.api.params import json_body
 from app.coordination.subscription_state import ResetInProgress, SubscriptionState
 from app.cursors import CursorInvalid
 from app.problems import Problem

@@ -8,13 +8,14 @@ from typing import Any
 
 from flask import Blueprint, Response, request
 
+from app.api.body import json_body
 from app.api.lookups import (
     coordination,
     subscription_bounds,
     subscription_or_404,
     subscription_partitions_of,
 )
-from app.api.params import int_param, json_body
+from app.api.params import int_param
 from app.api.stream_params import stream_limits
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.topology import PartitionKey
