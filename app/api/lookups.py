@@ -1,16 +1,11 @@
 """What several endpoints look up first: the event type with its active timeline
 (404 when there is none) and the available range of its partitions; the
-subscription (404) with its partitions; ZooKeeper failures as 503."""
+subscription (404) with its partitions."""
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from collections.abc import Iterator
 
-from kazoo.exceptions import KazooException
-
-from app.coordination.zookeeper import ZooKeeperUnavailable
 from app.domain.event_type import EventType
 from app.domain.subscription import Subscription
 from app.domain.timeline import Timeline
@@ -74,13 +69,3 @@ def subscription_bounds(partitions: SubscriptionPartitions
     """The available range of every partition of a subscription, read once."""
     return {name: partition_bounds(timeline) for name, timeline in partitions.timelines.items()}
 
-
-@contextlib.contextmanager
-def coordination() -> Iterator[None]:
-    """ZooKeeper failing (unreachable, session lost) answers 503: try again later."""
-    try:
-        yield
-    except (ZooKeeperUnavailable, KazooException) as error:
-        log.warning("ZooKeeper failed: %r", error)
-        raise Problem(503, "The coordination service (ZooKeeper) did not answer; "
-                           "try again later.") from None

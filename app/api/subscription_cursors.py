@@ -10,7 +10,6 @@ from flask import Blueprint, Response, jsonify, request
 
 from app.api.body import json_body
 from app.api.lookups import (
-    coordination,
     subscription_bounds,
     subscription_or_404,
     subscription_partitions_of,
@@ -38,15 +37,14 @@ def committed(subscription_id: str) -> Response:
     """The committed cursors; none before the subscription's first stream or reset."""
     subscription = subscription_or_404(subscription_id)
     partitions = subscription_partitions_of(subscription)
-    with coordination():
-        state = SubscriptionState(services().zookeeper, subscription.id)
-        items = []
-        if state.offsets_initialized():
-            for key in partitions.partition_keys():
-                offset = state.committed(key)
-                if offset is not None:
-                    items.append({"event_type": key[0], "partition": key[1], "offset": offset,
-                                  "cursor_token": str(uuid.uuid4())})
+    state = SubscriptionState(services().zookeeper, subscription.id)
+    items = []
+    if state.offsets_initialized():
+        for key in partitions.partition_keys():
+            offset = state.committed(key)
+            if offset is not None:
+                items.append({"event_type": key[0], "partition": key[1], "offset": offset,
+                              "cursor_token": str(uuid.uuid4())})
     return jsonify({"items": items})
 
 
@@ -72,12 +70,11 @@ def commit_cursors(subscription_id: str) -> Response:
         cursors = [checked_commit(item, partitions, bounds) for item in cursor_items(body)]
     except CursorInvalid as error:
         raise Problem(422, str(error)) from None
-    with coordination():
-        try:
-            results = commit(SubscriptionState(services().zookeeper, subscription.id),
-                             stream_id, cursors)
-        except CommitRefused as refused:
-            raise Problem(422, str(refused)) from None
+    try:
+        results = commit(SubscriptionState(services().zookeeper, subscription.id),
+                         stream_id, cursors)
+    except CommitRefused as refused:
+        raise Problem(422, str(refused)) from None
     if all(r.result == "committed" for r in results):
         return _no_content()
     return jsonify({"items": [r.response() for r in results]})
@@ -93,11 +90,10 @@ def reset_cursors(subscription_id: str) -> Response:
         cursors = [checked_reset(item, partitions, bounds) for item in cursor_items(body)]
     except CursorInvalid as error:
         raise Problem(422, str(error)) from None
-    with coordination():
-        try:
-            reset(SubscriptionState(services().zookeeper, subscription.id), cursors,
-                  lambda: starting_offsets(subscription, partitions, bounds))
-        except ResetInProgress:
-            raise Problem(409, "a cursor reset of this subscription is already in progress; "
-                               "try again once it is done") from None
+    try:
+        reset(SubscriptionState(services().zookeeper, subscription.id), cursors,
+              lambda: starting_offsets(subscription, partitions, bounds))
+    except ResetInProgress:
+        raise Problem(409, "a cursor reset of this subscription is already in progress; "
+                           "try again once it is done") from None
     return _no_content()

@@ -10,7 +10,6 @@ from flask import Blueprint, Response, request
 
 from app.api.body import json_body
 from app.api.lookups import (
-    coordination,
     subscription_bounds,
     subscription_or_404,
     subscription_partitions_of,
@@ -110,13 +109,12 @@ def _stream(subscription_id: str, source: Mapping[str, str],
     def engine_for(storage_id: str) -> StorageEngine:
         return current.engines.get(storage_id)
 
-    with coordination():
-        state = SubscriptionState(current.zookeeper, subscription.id)
-        stream = SubscriptionStream(subscription, partitions, state, engine_for, params,
-                                    request.environ.get("gunicorn.socket"))
-        try:
-            stream.start(lambda: starting_offsets(subscription, partitions,
-                                                  subscription_bounds(partitions)))
-        except StreamRefused as refused:
-            raise Problem(refused.status, str(refused)) from None
+    state = SubscriptionState(current.zookeeper, subscription.id)
+    stream = SubscriptionStream(subscription, partitions, state, engine_for, params,
+                                request.environ.get("gunicorn.socket"))
+    try:
+        stream.start(lambda: starting_offsets(subscription, partitions,
+                                              subscription_bounds(partitions)))
+    except StreamRefused as refused:
+        raise Problem(refused.status, str(refused)) from None
     return stream_response(stream.lines(), stream.end, {STREAM_ID_HEADER: stream.id})

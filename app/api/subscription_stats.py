@@ -5,7 +5,6 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify
 
 from app.api.lookups import (
-    coordination,
     subscription_bounds,
     subscription_or_404,
     subscription_partitions_of,
@@ -25,8 +24,7 @@ def stats(subscription_id: str) -> Response:
     show_time_lag = bool_param("show_time_lag")
     partitions = subscription_partitions_of(subscription)
     bounds = subscription_bounds(partitions)
-    with coordination():
-        items = subscription_stats(subscription, partitions,
-                                   SubscriptionState(current.zookeeper, subscription.id),
-                                   bounds, current.engines.get, show_time_lag)
+    items = subscription_stats(subscription, partitions,
+                               SubscriptionState(current.zookeeper, subscription.id),
+                               bounds, current.engines.get, show_time_lag)
     return jsonify({"items": items})

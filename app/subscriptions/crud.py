@@ -17,7 +17,7 @@ from typing import Any
 
 from kazoo.exceptions import KazooException
 
-from app.api.lookups import coordination, partition_bounds
+from app.api.lookups import partition_bounds
 from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.subscription_state import SubscriptionState
 from app.coordination.zookeeper import ZooKeeperUnavailable
@@ -178,9 +178,8 @@ def listed_views(subscriptions: Sequence[Subscription], show_status: bool
     partitions (who streams them)."""
     views = [subscription_view(subscription) for subscription in subscriptions]
     if show_status:
-        with coordination():
-            for view, subscription in zip(views, subscriptions, strict=True):
-                view["status"] = _status(subscription)
+        for view, subscription in zip(views, subscriptions, strict=True):
+            view["status"] = _status(subscription)
     return views
 
 

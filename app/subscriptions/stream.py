@@ -95,6 +95,7 @@ class SubscriptionStream:
         self._end_reason: str | None = None
         self._graceful = False
         self._started = False
+        self._session_lost = False
         self._ends_at = clock() + params.limits.stream_timeout
 
     # starting
@@ -110,6 +111,7 @@ class SubscriptionStream:
             state.initialize_offsets(starting_offsets())
         self._taken_directly()
         state.register(self._session)
+        state.zookeeper.add_listener(self._connection_changed)
         try:
             topology = state.rebalance(self._partitions.partition_keys())
             mine = topology.heading_to(self.id)
@@ -188,7 +190,7 @@ class SubscriptionStream:
         now = self._clock()
         if self._readers.error is not None:
             raise self._readers.error
-        if self._state.zookeeper.state == KazooState.LOST:
+        if self._session_lost:
             return "the ZooKeeper session was lost", False
         if lifecycle.is_shutting_down():
             return "the server is shutting down", False
@@ -205,6 +207,15 @@ class SubscriptionStream:
         if self._batcher.keep_alive_limit_reached():
             return "stream_keep_alive_limit reached", True
         return None
+
+    def _connection_changed(self, state: str) -> None:
+        """kazoo's listener: a lost session took the session node with it; after a
+        reconnection the node is checked again. Only sets flags (it runs in kazoo)."""
+        if state == KazooState.LOST:
+            self._session_lost = True
+        elif state == KazooState.CONNECTED:
+            self._control_changed = True
+        self._wake.set()
 
     def _signal(self, flag: str) -> Callable[[object], None]:
         def fired(_event: object) -> None:
@@ -362,7 +373,7 @@ class SubscriptionStream:
             self._state.rebalance(self._partitions.partition_keys())
             deadline = self._clock() + self._params.commit_timeout
             while self._uncommitted() > 0 and self._clock() < deadline \
-                    and not lifecycle.is_shutting_down():
+                    and not lifecycle.is_shutting_down() and not self._session_lost:
                 self._wake.clear()
                 while self._commits_changed:  # the watches armed while streaming
                     self._update_committed(self._commits_changed.pop())
@@ -383,6 +394,7 @@ class SubscriptionStream:
     def _leave(self) -> None:
         """Remove the session and give its partitions to the others."""
         self._readers.close()
+        self._state.zookeeper.remove_listener(self._connection_changed)
         try:
             self._state.unregister(self.id)
             self._state.rebalance(self._partitions.partition_keys())

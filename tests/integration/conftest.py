@@ -5,7 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.coordination.zookeeper import zookeeper_client
+from app.coordination.zookeeper import ZooKeeper
 from app.repository.database import ConnectionPool
 from app.repository.storages import get_storage
 from app.storage.engine import StorageEngine
@@ -38,8 +38,8 @@ def postgres_engine(pool):
 
 @pytest.fixture
 def zookeeper(settings):
-    """A ZooKeeper client of the session's ensemble (gevent handler, as in the workers)."""
-    client = zookeeper_client(settings.zookeeper, settings.zookeeper_root)
-    yield client
-    client.stop()
-    client.close()
+    """A ZooKeeper client of the session's ensemble, as a worker has it."""
+    connection = ZooKeeper(settings.zookeeper, settings.zookeeper_root,
+                           settings.zookeeper_timeout_s)
+    yield connection.client()
+    connection.close()

@@ -8,7 +8,7 @@ import pytest
 import requests
 
 from app.coordination.subscription_nodes import subscription_path
-from app.coordination.zookeeper import zookeeper_client
+from app.coordination.zookeeper import ZooKeeper
 from tests.api.conftest import assert_problem
 from tests.helpers.subscription_streams import (
     STREAM_ID,
@@ -159,14 +159,15 @@ def test_resets_outside_the_subscription_or_its_events_are_422(base_url, event_t
 def test_while_a_reset_runs_resets_and_streams_are_409(base_url, settings, event_types,
                                                        subscriptions):
     sid = subscribe(subscriptions, [event_types(1)])
-    zookeeper = zookeeper_client(settings.zookeeper, settings.zookeeper_root)
+    connection = ZooKeeper(settings.zookeeper, settings.zookeeper_root,
+                           settings.zookeeper_timeout_s)
     try:  # another instance's reset, as it marks the subscription
-        zookeeper.create(f"{subscription_path(sid)}/reset", ephemeral=True, makepath=True)
+        connection.client().create(f"{subscription_path(sid)}/reset", ephemeral=True,
+                                   makepath=True)
         assert_problem(requests.patch(cursors_url(base_url, sid), json={"items": []}), 409)
         assert "reset" in assert_problem(open_stream(base_url, sid), 409)["detail"]
     finally:
-        zookeeper.stop()
-        zookeeper.close()
+        connection.close()
     assert requests.patch(cursors_url(base_url, sid), json={"items": []}).status_code == 204
 
 
