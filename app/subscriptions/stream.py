@@ -36,6 +36,7 @@ from dataclasses import dataclass
 import gevent
 import gevent.event
 from kazoo.exceptions import KazooException
+from kazoo.handlers.gevent import SequentialGeventHandler
 from kazoo.protocol.states import KazooState
 
 from app import lifecycle
@@ -50,6 +51,7 @@ from app.storage.engine import StorageEngine, StorageError, TopicNotFound
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.lines import batch_line
+from app.subscriptions.departure import leave
 from app.subscriptions.partitions import SubscriptionPartitions
 from app.subscriptions.readers import PartitionReaders
 from app.subscriptions.rebalance import hand_over
@@ -95,7 +97,7 @@ class SubscriptionStream:
         self._end_reason: str | None = None
         self._graceful = False
         self._started = False
-        self._session_lost = False
+        self._zookeeper_lost = False
         self._ends_at = clock() + params.limits.stream_timeout
 
     # starting
@@ -148,14 +150,19 @@ class SubscriptionStream:
             raise
         except SubscriptionGone:
             self._end_reason = "the subscription was deleted"
-        except (KazooException, ResetInProgress) as error:
-            self._end_reason = f"coordination failed: {error!r}"
+        except ResetInProgress:
+            self._end_reason = "the cursors of the subscription are being reset"
+        except (KazooException, SequentialGeventHandler.timeout_exception) as error:
+            self._end_reason = f"ZooKeeper failed: {error!r}"
             log.warning("subscription stream %s ended: %s", self.id, self._end_reason)
         except TopicNotFound:
             self._end_reason = "an event type of the subscription was deleted"
         except StorageError as error:
             self._end_reason = f"the storage failed: {error}"
             log.warning("subscription stream %s ended: %s", self.id, error)
+        else:
+            return
+        yield from self._goodbye(self._end_reason)
 
     def _stream(self) -> Iterator[bytes]:
         while True:
@@ -190,8 +197,8 @@ class SubscriptionStream:
         now = self._clock()
         if self._readers.error is not None:
             raise self._readers.error
-        if self._session_lost:
-            return "the ZooKeeper session was lost", False
+        if self._zookeeper_lost:
+            return "the connection to ZooKeeper was lost", False
         if lifecycle.is_shutting_down():
             return "the server is shutting down", False
         if client_gone(self._connection):
@@ -209,13 +216,11 @@ class SubscriptionStream:
         return None
 
     def _connection_changed(self, state: str) -> None:
-        """kazoo's listener: a lost session took the session node with it; after a
-        reconnection the node is checked again. Only sets flags (it runs in kazoo)."""
-        if state == KazooState.LOST:
-            self._session_lost = True
-        elif state == KazooState.CONNECTED:
-            self._control_changed = True
-        self._wake.set()
+        """kazoo's listener: without ZooKeeper the stream can neither see rebalances nor
+        take commits, so it ends. Only sets flags (it runs in kazoo's greenlet)."""
+        if state in (KazooState.LOST, KazooState.SUSPENDED):
+            self._zookeeper_lost = True
+            self._wake.set()
 
     def _signal(self, flag: str) -> Callable[[object], None]:
         def fired(_event: object) -> None:
@@ -373,7 +378,7 @@ class SubscriptionStream:
             self._state.rebalance(self._partitions.partition_keys())
             deadline = self._clock() + self._params.commit_timeout
             while self._uncommitted() > 0 and self._clock() < deadline \
-                    and not lifecycle.is_shutting_down() and not self._session_lost:
+                    and not lifecycle.is_shutting_down() and not self._zookeeper_lost:
                 self._wake.clear()
                 while self._commits_changed:  # the watches armed while streaming
                     self._update_committed(self._commits_changed.pop())
@@ -395,8 +400,4 @@ class SubscriptionStream:
         """Remove the session and give its partitions to the others."""
         self._readers.close()
         self._state.zookeeper.remove_listener(self._connection_changed)
-        try:
-            self._state.unregister(self.id)
-            self._state.rebalance(self._partitions.partition_keys())
-        except (KazooException, SubscriptionGone):
-            pass  # the session node goes with the ZooKeeper session, or went with the subscription
+        leave(self._state, self.id, self._partitions.partition_keys())
