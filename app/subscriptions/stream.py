@@ -250,10 +250,7 @@ class SubscriptionStream:
         if self._topology_changed:
             self._topology_changed = False
             self._follow(state.topology(watch=self._signal("_topology_changed")))
-        while self._commits_changed:
-            key = self._commits_changed.pop()
-            if key in self._held:
-                self._update_committed(key)
+        self._read_commits()
 
     def _follow(self, topology: Topology) -> None:
         """Stream what the topology gives this session; stop what it takes away."""
@@ -277,8 +274,9 @@ class SubscriptionStream:
                 self._held[key].releasing_since = None
                 self._batcher.add(key)
                 changed = True
-        for key in sorted(streaming - set(self._held), key=key_order):
-            position = self._update_committed(key)
+        new = sorted(streaming - set(self._held), key=key_order)
+        for key, committed in self._state.committed_many(new, self._commit_seen).items():
+            position = self._engine_position(key, committed)
             self._held[key] = _Held(position, position, position)
             self._batcher.add(key)
             changed = True
@@ -291,16 +289,24 @@ class SubscriptionStream:
         if held.releasing_since is None:
             self._batcher.remove(key)
 
-    def _update_committed(self, key: PartitionKey) -> int:
-        committed = self._state.committed(key, watch=self._commit_seen(key))
-        position = self._partitions.engine_offset(key, committed) if committed else -1
+    def _engine_position(self, key: PartitionKey, committed: str | None) -> int:
+        return self._partitions.engine_offset(key, committed) if committed else -1
+
+    def _read_commits(self) -> None:
+        """Read the committed offsets the watches reported (all at once), arming the
+        watches again."""
+        keys = [key for key in self._commits_changed if key in self._held]
+        self._commits_changed.clear()
+        for key, committed in self._state.committed_many(keys, self._commit_seen).items():
+            self._update_committed(key, self._engine_position(key, committed))
+
+    def _update_committed(self, key: PartitionKey, position: int) -> None:
         held = self._held.get(key)
         if held is not None and position > held.committed:
             held.committed = position
             self._commit_deadline = None
             if self._uncommitted() > 0:
                 self._commit_deadline = self._clock() + self._params.commit_timeout
-        return position
 
     def _hand_over_committed(self) -> None:
         now = self._clock()
@@ -380,8 +386,7 @@ class SubscriptionStream:
             while self._uncommitted() > 0 and self._clock() < deadline \
                     and not lifecycle.is_shutting_down() and not self._zookeeper_lost:
                 self._wake.clear()
-                while self._commits_changed:  # the watches armed while streaming
-                    self._update_committed(self._commits_changed.pop())
+                self._read_commits()  # the watches armed while streaming
                 if self._uncommitted() > 0:
                     self._wake.wait(min(CHECK_INTERVAL_S, max(0.0, deadline - self._clock())))
         except (KazooException, SubscriptionGone) as error:
