@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 import orjson
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent
 
 from app.coordination.subscription_nodes import subscription_path
@@ -215,6 +216,25 @@ class SubscriptionState:
             except NoNodeError:
                 found[key] = self.committed(key, watch_for(key) if watch_for else None)
         return found
+
+    def committed_later(self, key: PartitionKey, watch: Watch,
+                        done: Callable[[PartitionKey, str | Exception | None], None]) -> None:
+        """``committed`` without waiting: ``done`` gets the offset (or the error) once
+        read; ``watch`` fires once on the next commit."""
+        path = self.offset_path(key)
+
+        def finished(result: IAsyncResult) -> None:
+            try:
+                data, _ = result.get()
+            except NoNodeError:
+                self.zookeeper.exists_async(path, watch=watch)
+                done(key, None)
+            except Exception as error:  # handed to the stream, which ends
+                done(key, error)
+            else:
+                done(key, data.decode())
+
+        self.zookeeper.get_async(path, watch=watch).rawlink(finished)
 
     def commit_check(self, session_id: str, keys: Iterable[PartitionKey]
                      ) -> tuple[bool, Topology, dict[PartitionKey, tuple[str, int] | None]]:

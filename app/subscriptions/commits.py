@@ -20,6 +20,7 @@ import gevent.event
 
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.topology import PartitionKey
+from app.subscriptions import local_streams
 from app.subscriptions.cursors import CheckedCursor
 
 RESET_WAIT_S = 15.0
@@ -68,6 +69,8 @@ def commit(state: SubscriptionState, stream_id: str, cursors: Sequence[CheckedCu
             newest[cursor.key] = moved[cursor.key] = cursor.offset
         results.append((cursor, forward))
     lost = state.commit_all(moved, current)  # to a concurrent commit that went further
+    local_streams.committed(stream_id, {key: offset for key, offset in moved.items()
+                                        if key not in lost})
     return [CommitResult(cursor.sent, "committed" if forward and cursor.key not in lost
                          else "outdated") for cursor, forward in results]
 
