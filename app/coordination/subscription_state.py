@@ -23,10 +23,10 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Mapping
 
+import gevent
 import orjson
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
-from kazoo.interfaces import IAsyncResult
 from kazoo.protocol.states import WatchedEvent
 
 from app.coordination.subscription_nodes import subscription_path
@@ -219,22 +219,17 @@ class SubscriptionState:
 
     def committed_later(self, key: PartitionKey, watch: Watch,
                         done: Callable[[PartitionKey, str | Exception | None], None]) -> None:
-        """``committed`` without waiting: ``done`` gets the offset (or the error) once
-        read; ``watch`` fires once on the next commit."""
-        path = self.offset_path(key)
-
-        def finished(result: IAsyncResult) -> None:
+        """``committed`` in a greenlet of its own: ``done`` gets the offset (or the
+        error) once read; ``watch`` fires once on the next commit."""
+        def read() -> None:
             try:
-                data, _ = result.get()
-            except NoNodeError:
-                self.zookeeper.exists_async(path, watch=watch)
-                done(key, None)
+                committed = self.committed(key, watch)
             except Exception as error:  # handed to the stream, which ends
                 done(key, error)
             else:
-                done(key, data.decode())
+                done(key, committed)
 
-        self.zookeeper.get_async(path, watch=watch).rawlink(finished)
+        gevent.spawn(read)
 
     def commit_check(self, session_id: str, keys: Iterable[PartitionKey]
                      ) -> tuple[bool, Topology, dict[PartitionKey, tuple[str, int] | None]]:
