@@ -13,7 +13,7 @@ system-packages:
 $(STAMP): setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[local,test]'
+	$(VENV)/bin/pip install --quiet -e '.[local,test,spark]'
 	touch $(STAMP)
 
 ## Start PostgreSQL, ZooKeeper, the Kafka-protocol broker and the API on :8080.
