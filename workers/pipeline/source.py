@@ -140,7 +140,9 @@ class _RangeReader:
                 self.planner.ranges(start, end, self.options.events_per_split)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        span: OffsetRange = partition.value
+        span: OffsetRange | None = partition.value
+        if span is None:  # Spark reads one empty partition when a batch has no ranges
+            return
         schema = arrow_schema(self.layout)
         client = self.options.client()
         for offsets, events in read_range(client, self.options.event_type, span,
