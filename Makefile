@@ -3,7 +3,8 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-packages run test lint migrate bench-storage bench-publish bench-stream
+.PHONY: setup system-packages run test lint migrate bench-storage bench-publish bench-stream \
+	bench-pipeline
 
 setup: system-packages $(STAMP)
 
@@ -43,3 +44,7 @@ bench-publish: setup
 ## Streaming throughput from begin and publish-to-stream latency.
 bench-stream: setup
 	$(PYTHON) tests/benchmarks/bench_stream.py
+
+## The PySpark pipeline: archiver and nakadi source next to Spark reading JSON Lines.
+bench-pipeline: setup
+	$(PYTHON) -m tests.benchmarks.bench_pipeline

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import responses
 
-from workers.pipeline.client import BrokerClient, BrokerError
+from workers.pipeline.client import BrokerClient, BrokerError, parse_line
 from workers.pipeline.ranges import following_offsets, parse_offsets, share
 from workers.pipeline.source import SourceOptions
 
@@ -90,7 +90,7 @@ def test_fair_share_serves_small_backlogs_whole_and_splits_the_rest():
 
 
 def test_offsets_inside_a_batch_follow_from_its_cursor_only_when_the_arithmetic_holds():
-    assert following_offsets("001-0001--1", "001-0001-000000000000000002", 3) == [
+    assert following_offsets("001-0001--1", "001-0001-000000000000000002", 3).to_pylist() == [
         "001-0001-000000000000000000", "001-0001-000000000000000001",
         "001-0001-000000000000000002"]
     assert following_offsets("001-0001-000000000000000005", "001-0002-000000000000000001",
@@ -98,3 +98,9 @@ def test_offsets_inside_a_batch_follow_from_its_cursor_only_when_the_arithmetic_
     assert following_offsets("001-0001-000000000000000005", "001-0001-000000000000000009",
                              2) is None
     assert following_offsets("a", "b", 1) is None
+
+
+def test_exact_parsing_keeps_integers_beyond_64_bits():
+    line = b'{"events": [{"n": 123456789012345678901234567890}]}'
+    assert parse_line(line, exact=True)["events"][0]["n"] == 123456789012345678901234567890
+    assert parse_line(b'{"n": 1234567890123456789}', exact=True)["n"] == 1234567890123456789

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 
+import pyarrow as pa
 import pytest
 from pyspark.sql.types import (
     ArrayType,
@@ -129,7 +130,7 @@ def test_all_of_merges_the_properties_of_its_parts():
 
 def rows(category: str, schema, events: list[dict], raw: bool = False) -> list[dict]:
     layout = event_layout(category, schema, raw)
-    offsets = [f"001-0001-{n:018d}" for n in range(len(events))]
+    offsets = pa.array([f"001-0001-{n:018d}" for n in range(len(events))])
     batch = record_batch(layout, arrow_schema(layout), "orders", "0", offsets, events)
     return batch.to_pylist()
 

@@ -18,6 +18,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
+
 from workers.pipeline.client import BrokerClient, BrokerError, Partition
 
 EARLIEST = "earliest"
@@ -167,7 +170,7 @@ def share(available: Mapping[str, int], budget: int | None) -> dict[str, int]:
     return take
 
 
-def following_offsets(after: str, last: str, count: int) -> list[str] | None:
+def following_offsets(after: str, last: str, count: int) -> pa.StringArray | None:
     """The ``count`` offsets after ``after`` up to ``last`` by arithmetic, when both
     have Nakadi's shape in one timeline and are ``count`` apart; else None."""
     a, b = NAKADI_OFFSET.match(after), NAKADI_OFFSET.match(last)
@@ -176,29 +179,32 @@ def following_offsets(after: str, last: str, count: int) -> list[str] | None:
     first, end = int(a[2]), int(b[2])
     if end - first != count:
         return None
-    prefix, width = b[1], len(b[2])
-    return [f"{prefix}{n:0{width}d}" for n in range(first + 1, end + 1)]
+    numbers = pc.cast(pa.array(range(first + 1, end + 1), pa.int64()), pa.string())
+    return pc.binary_join_element_wise(b[1], pc.utf8_lpad(numbers, len(b[2]), "0"), "")
 
 
 def read_range(client: BrokerClient, event_type: str, span: OffsetRange,
-               batch_limit: int = 1000) -> Iterator[tuple[list[str], list[dict[str, Any]]]]:
+               batch_limit: int = 1000, exact: bool = False,
+               ) -> Iterator[tuple[pa.StringArray, list[dict[str, Any]]]]:
     """The events of the range with their offsets, in order, in the broker's
     batches. A stream that ends early is reopened after the last event received;
     a range the broker cannot fill is an error, never a silent gap."""
     after, remaining = span.after, span.count
     while remaining > 0:
         received = 0
-        for batch in client.stream(event_type, span.partition, after, remaining, batch_limit):
+        for batch in client.stream(event_type, span.partition, after, remaining, batch_limit,
+                                   exact):
             events = batch.events
             if len(events) > remaining:
                 raise BrokerError(f"the broker sent more events of partition {span.partition} "
                                   f"of {event_type!r} than its stream_limit allows")
             offsets = following_offsets(after, batch.offset, len(events))
             if offsets is None:
-                offsets = client.shifted(event_type, [(span.partition, after, n)
-                                                      for n in range(1, len(events) + 1)])
+                offsets = pa.array(client.shifted(event_type, [
+                    (span.partition, after, n) for n in range(1, len(events) + 1)]), pa.string())
             yield offsets, events
-            after, remaining, received = offsets[-1], remaining - len(events), received + 1
+            after = offsets[-1].as_py()
+            remaining, received = remaining - len(events), received + 1
             if remaining == 0:
                 break
         if remaining and not received:

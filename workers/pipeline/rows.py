@@ -37,19 +37,22 @@ def derived_eid(event_type: str, partition: str, offset: str) -> str:
 
 
 def record_batch(layout: Layout, schema: pa.Schema, event_type: str, partition: str,
-                 offsets: Sequence[str], events: Sequence[dict[str, Any]]) -> pa.RecordBatch:
+                 offsets: pa.StringArray, events: Sequence[dict[str, Any]]) -> pa.RecordBatch:
     """The rows of events read from one partition, ``offsets[i]`` being the offset
     of ``events[i]``."""
     eids = []
-    for event, offset in zip(events, offsets, strict=True):
+    for index, event in enumerate(events):
         metadata = event.get("metadata")
         eid = metadata.get("eid") if isinstance(metadata, dict) else None
-        eids.append(eid if isinstance(eid, str) else derived_eid(event_type, partition, offset))
+        eids.append(eid if isinstance(eid, str)
+                    else derived_eid(event_type, partition, offsets[index].as_py()))
     count = len(events)
+    if len(offsets) != count:
+        raise ValueError(f"{count} events but {len(offsets)} offsets")
     columns = [pa.array(eids, pa.string()),
                pa.array([event_type] * count, pa.string()),
                pa.array([partition] * count, pa.string()),
-               pa.array(offsets, pa.string())]
+               offsets]
     for index, (_, path, node) in enumerate(layout.columns, start=4):
         values = list(events) if not path else [event.get(path[0]) for event in events]
         columns.append(_column(values, node, schema.field(index).type))

@@ -145,8 +145,9 @@ class _RangeReader:
             return
         schema = arrow_schema(self.layout)
         client = self.options.client()
+        exact = any(node.holds_json for _, _, node in self.layout.columns)
         for offsets, events in read_range(client, self.options.event_type, span,
-                                          self.options.batch_limit):
+                                          self.options.batch_limit, exact):
             yield record_batch(self.layout, schema, self.options.event_type, span.partition,
                                offsets, events)
 
