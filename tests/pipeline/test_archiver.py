@@ -15,7 +15,7 @@ import pytest
 from deploy.localstack import free_port
 from tests.helpers.broker import business_event, new_event_type, post
 from tests.helpers.waiting import wait_until
-from workers.pipeline.lake import read_archive
+from workers.pipeline import read_archive
 
 ARCHIVER = str(Path(sys.executable).parent / "nakadi-archive")
 

@@ -3,6 +3,7 @@ data source and the ``nakadi-archive`` lake archiver. It talks to the broker onl
 over HTTP; the broker itself never imports it."""
 
 from workers.pipeline.client import BrokerError
+from workers.pipeline.lake import read_archive
 from workers.pipeline.source import NakadiDataSource
 
-__all__ = ["BrokerError", "NakadiDataSource"]
+__all__ = ["BrokerError", "NakadiDataSource", "read_archive"]
