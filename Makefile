@@ -25,8 +25,10 @@ run: setup
 test: setup
 	$(PYTHON) -m pytest
 
+## ruff, then mypy over app/, workers/, sql/, deploy/ (settings in pyproject.toml).
 lint: setup
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 ## Apply SQL migrations to NAKADI_DATABASE_URL.
 migrate: setup

@@ -8,6 +8,7 @@ from flask import Flask, Response
 
 from app.config import Settings
 from app.flow_id import install_flow_id
+from app.input_guard import install_input_guard
 from app.logs import configure_logging
 from app.problems import register_problem_handlers
 from app.repository.database import make_green
@@ -19,15 +20,24 @@ def create_app(settings: Settings | None = None) -> Flask:
     configure_logging(settings.log_level)
     make_green()
     app = Flask(__name__)
-    app.json.sort_keys = False
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
     app.extensions["nakadi"] = Services(settings)
     register_problem_handlers(app)
     install_flow_id(app, logging.getLogger("nakadi.access"))
+    install_input_guard(app)
 
-    from app.api import cursor_operations, event_types, events, health, partitions, registry
+    from app.api import (
+        cursor_operations,
+        event_types,
+        events,
+        health,
+        partitions,
+        registry,
+        subscriptions,
+    )
 
-    for module in (health, event_types, events, partitions, cursor_operations, registry):
+    for module in (health, event_types, events, partitions, cursor_operations, registry,
+                   subscriptions):
         app.register_blueprint(module.blueprint)
     app.after_request(_no_type_without_body)
     return app

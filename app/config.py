@@ -18,9 +18,12 @@ from app.registry.settings import RegistrySettings
 class Settings:
     database_url: str = "postgresql://nakadi@127.0.0.1:5433/nakadi"
     database_pool_size: int = 20
+    database_timeout_s: float = 5.0
     zookeeper: str = "127.0.0.1:2181"
     zookeeper_root: str = "/nakadi"
+    zookeeper_timeout_s: float = 5.0
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    kafka_timeout_s: float = 10.0
     default_storage: str = "postgres"
     log_level: str = "INFO"
     retention_check_interval_s: float = 60.0
@@ -31,6 +34,7 @@ class Settings:
     default_retention_ms: int = RegistrySettings.default_retention_time_ms
     max_batch_bytes: int = 50_000_000
     max_streams_per_partition: int = 10
+    max_subscription_partitions: int = 100
 
     @cached_property
     def registry(self) -> RegistrySettings:
@@ -52,7 +56,7 @@ class Settings:
             raw = environ.get(f"NAKADI_{field.name.upper()}")
             if raw is None:
                 continue
-            convert = type(field.default)
+            convert: type = type(field.default)
             try:
                 values[field.name] = convert(raw)
             except ValueError:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import secrets
 import time
 
@@ -15,7 +16,7 @@ def new_flow_id() -> str:
     return secrets.token_urlsafe(18)
 
 
-def install_flow_id(app: Flask, access_log) -> None:
+def install_flow_id(app: Flask, access_log: logging.Logger) -> None:
     @app.before_request
     def _take_flow_id() -> None:
         given = request.headers.get(HEADER, "").strip()

@@ -3,16 +3,19 @@ worker is shutting down, and a way to close a connection once its response ends.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gevent.local
 
-_worker: Any = None
+if TYPE_CHECKING:
+    from gunicorn.workers.base import Worker
+
+_worker: Worker | None = None
 # Each connection is served by its own greenlet, one request after the other.
 _current = gevent.local.local()
 
 
-def attach_worker(worker: Any) -> None:
+def attach_worker(worker: Worker) -> None:
     """Called by gunicorn's ``post_worker_init`` hook with the worker object."""
     global _worker
     _worker = worker

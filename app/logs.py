@@ -6,9 +6,13 @@ import json
 import logging
 import sys
 import time
+from typing import TYPE_CHECKING
 
 from flask import g, has_app_context
 from gunicorn import glogging
+
+if TYPE_CHECKING:
+    from gunicorn.config import Config
 
 STANDARD_ATTRIBUTES = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
@@ -60,9 +64,10 @@ class GunicornLogger(glogging.Logger):
     """gunicorn's own log as JSON lines. No access log: the application writes one
     line per request itself, with the flow id."""
 
-    def setup(self, cfg) -> None:
+    def setup(self, cfg: Config) -> None:
         super().setup(cfg)
         self.error_log.handlers[:] = [_json_lines_to_stderr()]
 
-    def access(self, resp, req, environ, request_time) -> None:
+    def access(self, resp: object, req: object, environ: object, request_time: object
+               ) -> None:
         return None

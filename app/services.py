@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from flask import current_app
+from flask import Flask, current_app
 from kazoo.client import KazooClient
 
 from app.config import Settings
-from app.coordination.zookeeper import zookeeper_client
+from app.coordination.zookeeper import ZooKeeper
 from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
 from app.storage.engines import Engines
@@ -15,23 +15,25 @@ from app.storage.engines import Engines
 class Services:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.pool = ConnectionPool(settings.database_url, settings.database_pool_size)
-        self.engines = Engines(self.pool)
+        self.pool = ConnectionPool(settings.database_url, settings.database_pool_size,
+                                   settings.database_timeout_s)
+        self.engines = Engines(self.pool, settings.kafka_timeout_s)
         self.event_types = EventTypeCache(self.pool)
-        self._zookeeper: KazooClient | None = None
+        self._zookeeper: ZooKeeper | None = None
 
     @property
     def zookeeper(self) -> KazooClient:
+        """The connected ZooKeeper client; ``ZooKeeperUnavailable`` (a 503) at once
+        while there is no connection."""
         if self._zookeeper is None:
-            self._zookeeper = zookeeper_client(self.settings.zookeeper,
-                                               self.settings.zookeeper_root)
-        return self._zookeeper
+            self._zookeeper = ZooKeeper(self.settings.zookeeper, self.settings.zookeeper_root,
+                                        self.settings.zookeeper_timeout_s)
+        return self._zookeeper.client()
 
     def close(self) -> None:
         self.event_types.close()
         self.engines.close()
         if self._zookeeper is not None:
-            self._zookeeper.stop()
             self._zookeeper.close()
             self._zookeeper = None
         self.pool.close()
@@ -40,3 +42,13 @@ class Services:
 def services() -> Services:
     """The services of the application serving the current request."""
     return current_app.extensions["nakadi"]
+
+
+def services_of(app: object) -> Services | None:
+    """The services of an application built by ``create_app``; None for anything else.
+    gunicorn's hooks know the WSGI callable only, and not at all if it failed to load."""
+    if isinstance(app, Flask):
+        found = app.extensions.get("nakadi")
+        if isinstance(found, Services):
+            return found
+    return None

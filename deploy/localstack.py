@@ -21,8 +21,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import FrameType
 
 import psycopg2
 
@@ -58,7 +60,8 @@ def _die_with_parent() -> None:
     ctypes.CDLL(None).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
-def _wait_until(ready, what: str, log_path: Path, process: subprocess.Popen) -> None:
+def _wait_until(ready: Callable[[], bool], what: str, log_path: Path,
+                process: subprocess.Popen) -> None:
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -251,7 +254,7 @@ def run() -> int:
     stack = LocalStack(Path(os.environ.get("NAKADI_DATA_DIR", root / "var")).resolve())
     stopping = False
 
-    def request_stop(signum, frame):
+    def request_stop(signum: int, frame: FrameType | None) -> None:
         nonlocal stopping
         stopping = True
 

@@ -1,14 +1,14 @@
-"""Removes events past their topic's retention time from the ``postgres`` engines.
+"""Removes events past their topic's retention time from the storages that leave
+it to the broker (``postgres``; Kafka enforces retention itself).
 
 Every worker process runs the loop; a PostgreSQL advisory lock lets only one
-of them, across all instances, purge at a time. Kafka enforces retention itself.
+of them, across all instances, purge at a time.
 """
 
 from __future__ import annotations
 
 import gevent
 
-from app.repository.storages import list_storages
 from app.services import Services
 from workers.periodic import run_every
 
@@ -16,18 +16,18 @@ LOCK_KEY = 0x6E616B6172  # shared by every instance of the broker
 
 
 def purge_once(services: Services) -> int:
-    """Purge every postgres storage if no other process is doing it; returns events removed."""
+    """Purge every storage if no other process is doing it; returns events removed."""
     removed = 0
     with services.pool.connection() as conn, conn.cursor() as cursor:
         conn.autocommit = True
         try:
             cursor.execute("SELECT pg_try_advisory_lock(%s)", (LOCK_KEY,))
-            if not cursor.fetchone()[0]:
+            [(locked,)] = cursor.fetchall()
+            if not locked:
                 return 0
             try:
-                for storage in list_storages(services.pool):
-                    if storage.storage_type == "postgres":
-                        removed += services.engines.get(storage.id).purge_expired()
+                for engine in services.engines.all().values():
+                    removed += engine.purge_expired()
             finally:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
         finally:

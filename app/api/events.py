@@ -3,20 +3,22 @@ low-level event stream (GET)."""
 
 from __future__ import annotations
 
-import zlib
+from collections.abc import Mapping, Sequence
 
 import orjson
 from flask import Blueprint, Response, g, request
 
+from app.api.body import json_bytes
 from app.api.lookups import event_type_or_404, partition_bounds
-from app.api.params import require_json_content_type
 from app.api.stream_params import stream_limits
 from app.coordination.stream_slots import TooManyStreams
 from app.cursors import CursorInvalid, positions_by_partition
+from app.domain.timeline import Timeline
 from app.problems import Problem
 from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
-from app.publishing.publisher import BatchRejected, publish
+from app.publishing.publisher import BatchRejected, Item, publish
 from app.services import services
+from app.storage.engine import PartitionBounds
 from app.streaming.event_stream import open_event_stream
 from app.streaming.response import stream_response
 
@@ -25,27 +27,7 @@ blueprint = Blueprint("events", __name__)
 CURSORS_HEADER = "X-Nakadi-Cursors"
 
 
-def _batch_body(limit: int) -> bytes:
-    """The request body, gunzipped when sent with ``Content-Encoding: gzip``."""
-    require_json_content_type()
-    body = request.get_data(cache=False)
-    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding == "gzip":
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            body = inflater.decompress(body, limit + 1)
-        except zlib.error as error:
-            raise Problem(400, f"the body is not valid gzip: {error}") from None
-        if not inflater.eof and len(body) <= limit:
-            raise Problem(400, "the gzip body is truncated")
-    elif encoding != "identity":
-        raise Problem(415, f"Content-Encoding '{encoding}' is not supported; use gzip")
-    if len(body) > limit:
-        raise Problem(413, f"the batch is larger than {limit} bytes; send smaller batches")
-    return body
-
-
-def _items_response(items, status: int) -> Response:
+def _items_response(items: Sequence[Item], status: int) -> Response:
     return Response(orjson.dumps([item.response() for item in items]), status=status,
                     content_type="application/json")
 
@@ -54,7 +36,7 @@ def _items_response(items, status: int) -> Response:
 def publish_events(name: str) -> Response:
     current = services()
     event_type, timeline = event_type_or_404(name)
-    body = _batch_body(current.settings.max_batch_bytes)
+    body = json_bytes(current.settings.max_batch_bytes)
     try:
         events, sizes = parse_batch(body)
     except BatchUnreadable as error:
@@ -71,7 +53,8 @@ def publish_events(name: str) -> Response:
     return _items_response(items, 207)
 
 
-def _start_positions(timeline, bounds) -> dict[int, int]:
+def _start_positions(timeline: Timeline, bounds: Mapping[int, PartitionBounds]
+                     ) -> dict[int, int]:
     """Where each partition's stream starts: after the cursors of the X-Nakadi-Cursors
     header, or after the newest event of every partition without it."""
     raw = request.headers.get(CURSORS_HEADER)

@@ -5,17 +5,23 @@ from __future__ import annotations
 
 import logging
 
+from app.domain.event_type import EventType
 from app.domain.timeline import Timeline
 from app.problems import Problem
+from app.repository.event_types import event_type_with_timeline
 from app.services import services
-from app.storage.engine import PartitionBounds, StorageError
+from app.storage.engine import PartitionBounds, StorageError, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
 
-def event_type_or_404(name: str) -> tuple[dict, Timeline]:
-    """The event type and its active timeline, from the in-process cache."""
-    found = services().event_types.get(name)
+def event_type_or_404(name: str, fresh: bool = False) -> tuple[EventType, Timeline]:
+    """The event type and its active timeline: from the in-process cache, or with ``fresh``
+    from the database (the registry's own endpoints show a change at once, on any worker)."""
+    if fresh:
+        found = event_type_with_timeline(services().pool, name)
+    else:
+        found = services().event_types.get(name)
     if found is None:
         raise Problem(404, f"EventType '{name}' does not exist.")
     return found
@@ -25,6 +31,8 @@ def partition_bounds(timeline: Timeline) -> dict[int, PartitionBounds]:
     """The available range of every partition, read once so that a request sees one state."""
     try:
         bounds = services().engines.get(timeline.storage_id).bounds(timeline.topic)
+    except StorageUnavailable:
+        raise  # an outage: a 503 naming the storage, like every other
     except StorageError as error:
         log.error("reading the offsets of %s failed: %s", timeline.event_type, error)
         raise Problem(503, f"The storage '{timeline.storage_id}' did not report the offsets of "

@@ -1,11 +1,18 @@
-"""Query parameters and the body's Content-Type, checked: a bad value is a Problem
-naming what to fix."""
+"""Query parameters, paging links and the JSON body, checked: a bad value is a
+Problem naming what to fix."""
 
 from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from urllib.parse import urlencode
 
 from flask import request
 
 from app.problems import Problem
+
+# Python's int() also takes "1_0", "+5", " 5" and non-ASCII digits; a query integer is digits.
+INTEGER = re.compile(r"-?[0-9]+")
 
 
 def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
@@ -14,10 +21,9 @@ def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Problem(status, f"'{name}' must be an integer, got {raw!r}") from None
+    if INTEGER.fullmatch(raw) is None:
+        raise Problem(status, f"'{name}' must be an integer, got {raw!r}")
+    value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
         raise Problem(status, f"'{name}' must be {bounds}, got {value}")
@@ -29,3 +35,29 @@ def require_json_content_type() -> None:
     if request.mimetype != "application/json":
         raise Problem(415, f"Content-Type must be application/json, not "
                            f"'{request.mimetype or 'missing'}'")
+
+
+def bool_param(name: str, default: bool = False) -> bool:
+    """A boolean query parameter, ``true`` or ``false`` (any case); otherwise a 400."""
+    raw = request.args.get(name)
+    if raw is None or raw == "":
+        return default
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    raise Problem(400, f"'{name}' must be true or false, got {raw!r}")
+
+
+def pagination_links(offset: int, limit: int, has_more: bool,
+                     query: Sequence[tuple[str, str]] = ()) -> dict[str, dict[str, str]]:
+    """``_links`` of a page: ``prev`` unless it is the first, ``next`` when more follow.
+    The hrefs keep the request's path and the other parameters given in ``query``."""
+    def href(page_offset: int) -> dict[str, str]:
+        return {"href": f"{request.path}?"
+                        f"{urlencode([*query, ('offset', page_offset), ('limit', limit)])}"}
+
+    links = {}
+    if offset > 0:
+        links["prev"] = href(max(0, offset - limit))
+    if has_more:
+        links["next"] = href(offset + limit)
+    return links

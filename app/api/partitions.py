@@ -3,11 +3,11 @@ given a consumer's cursors, how many events it has not consumed yet."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 
 from flask import Blueprint, Response, jsonify, request
 
+from app import strict_json
 from app.api.lookups import event_type_or_404, partition_bounds
 from app.cursors import CursorInvalid, is_partition, positions_by_partition, resolve
 from app.domain.timeline import Timeline
@@ -37,7 +37,7 @@ def _consumed_by_partition(raw: str, timeline: Timeline,
                            bounds: Mapping[int, PartitionBounds]) -> dict[int, int]:
     """The engine offset consumed in each partition named by the ``cursors`` parameter."""
     try:
-        cursors = json.loads(raw)
+        cursors = strict_json.loads(raw.encode())
     except ValueError as error:
         raise Problem(400, f"'cursors' must be a URL-encoded JSON array of cursors; "
                            f"it is not valid JSON: {error}") from None

@@ -4,14 +4,13 @@ as it appeared in the request (the spec counts whitespace towards the limit)."""
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
 
+from app import strict_json
+
 MAX_EVENT_BYTES = 999_000
-# orjson turns integers beyond 64 bits into floats; 19 digits in a row may be one.
-LONG_DIGIT_RUN = re.compile(rb"\d{19}")
 WHITESPACE = " \t\n\r"
 
 
@@ -40,10 +39,8 @@ def parse_batch(body: bytes) -> tuple[list[Any], list[int] | None]:
 
 def _loads(body: bytes) -> Any:
     try:
-        if LONG_DIGIT_RUN.search(body) is None:
-            return orjson.loads(body)
-        return json.loads(body)
-    except (orjson.JSONDecodeError, ValueError) as error:
+        return strict_json.loads(body)
+    except strict_json.InvalidJson as error:
         raise BatchUnreadable(f"the body is not valid JSON: {error}") from None
 
 
@@ -55,7 +52,6 @@ def _skip_whitespace(text: str, index: int) -> int:
 
 def _events_with_sizes(text: str) -> tuple[list[Any], list[int]]:
     """Walk the array element by element, keeping each element's span."""
-    decoder = json.JSONDecoder()
     index = _skip_whitespace(text, 0)
     if not text.startswith("[", index):
         _loads(text.encode())  # a body that is not JSON at all is unreadable, not "not a batch"
@@ -68,8 +64,8 @@ def _events_with_sizes(text: str) -> tuple[list[Any], list[int]]:
     else:
         while True:
             try:
-                event, end = decoder.raw_decode(text, index)
-            except json.JSONDecodeError as error:
+                event, end = strict_json.raw_decode(text, index)
+            except strict_json.InvalidJson as error:
                 raise BatchUnreadable(f"the body is not valid JSON: {error}") from None
             events.append(event)
             # A character is 1 to 4 bytes: count bytes only when it could matter.

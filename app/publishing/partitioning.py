@@ -10,6 +10,7 @@ from typing import Any
 import orjson
 
 from app.cursors import is_partition
+from app.domain.event_type import EventType
 
 KEY_SEPARATOR = b"\x1f"
 
@@ -37,12 +38,12 @@ def hash_partition(values: Sequence[Any], partitions: int) -> int:
     return int.from_bytes(digest, "big") % partitions
 
 
-def partition_for(event: Any, event_type: dict, partitions: int) -> int:
-    strategy = event_type["partition_strategy"]
+def partition_for(event: Any, event_type: EventType, partitions: int) -> int:
+    strategy = event_type.partition_strategy
     if strategy == "hash":
         # Key paths of data change events are relative to their `data`.
-        base = event.get("data") if event_type["category"] == "data" else event
-        values = [key_value(base, path) for path in event_type["partition_key_fields"]]
+        base = event.get("data") if event_type.category == "data" else event
+        values = [key_value(base, path) for path in event_type.partition_key_fields]
         return hash_partition(values, partitions)
     if strategy == "user_defined":
         metadata = event.get("metadata")

@@ -14,13 +14,14 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from app.domain.event_type import EventType
 from app.domain.timeline import Timeline
 from app.publishing.batch import MAX_EVENT_BYTES, dumps
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partition_for
-from app.registry.effective_schema import VALIDATORS
 from app.registry.timestamps import rfc3339
-from app.storage.engine import StorageEngine, StorageError
+from app.registry.validator_cache import VALIDATORS
+from app.storage.engine import StorageEngine, StorageError, StorageUnavailable
 
 
 @dataclass
@@ -69,7 +70,7 @@ def _run_step(items: list[Item], step: str,
         raise BatchRejected(items)
 
 
-def publish(event_type: dict, timeline: Timeline, engine: StorageEngine, events: list[Any],
+def publish(event_type: EventType, timeline: Timeline, engine: StorageEngine, events: list[Any],
             sizes: list[int] | None, flow_id: str) -> list[Item]:
     """Publish a batch; returns its items. Raises ``BatchRejected`` when a step before
     publishing fails."""
@@ -85,10 +86,10 @@ def publish(event_type: dict, timeline: Timeline, engine: StorageEngine, events:
 
     _run_step(items, "validating", validate)
 
-    has_metadata = event_type["category"] != "undefined"
+    has_metadata = event_type.has_metadata
     if has_metadata:
         received_at = rfc3339(datetime.now(UTC))
-        name, version = event_type["name"], event_type["schema"]["version"]
+        name, version = event_type.name, event_type.schema.version
 
         def enrich_item(index: int, item: Item) -> str | None:
             try:
@@ -120,6 +121,9 @@ def publish(event_type: dict, timeline: Timeline, engine: StorageEngine, events:
             {p: [dumps(item.event) for item in group] for p, group in by_partition.items()})
     except StorageError as error:
         results = dict.fromkeys(by_partition, error)
+    outages = [result for result in results.values() if isinstance(result, StorageUnavailable)]
+    if outages and len(outages) == len(results):
+        raise outages[0]  # nothing was stored: an outage (503), not a per-event failure
     for partition, group in by_partition.items():
         result = results[partition]
         for item in group:

@@ -18,10 +18,9 @@ AUDIENCES = (
 )
 SCHEMA_TYPES = ("json_schema",)
 DATA_OPERATIONS = ("C", "U", "D", "S")
+# Later Nakadi versions: where the owner of an event is read from.
+EVENT_OWNER_SELECTOR_TYPES = ("path", "static", "metadata")
 
 DEFAULT_PARTITION_STRATEGY = "random"
 DEFAULT_COMPATIBILITY_MODE = "forward"
 DEFAULT_CLEANUP_POLICY = "delete"
-INITIAL_SCHEMA_VERSION = "1.0.0"
-# The spec's default; an installation's own default is RegistrySettings.default_retention_time_ms.
-DEFAULT_RETENTION_TIME_MS = 345_600_000

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from app.domain.event_type import EventTypeStatistics
 from app.registry.settings import RegistrySettings
 
 
-def partition_count(default_statistic: Mapping[str, Any] | None, settings: RegistrySettings) -> int:
+def partition_count(
+    default_statistic: EventTypeStatistics | None, settings: RegistrySettings
+) -> int:
     """The partition count for an event type created with `default_statistic`.
 
     Without statistics the installation's default applies. With them, there is one partition
@@ -16,10 +16,7 @@ def partition_count(default_statistic: Mapping[str, Any] | None, settings: Regis
     both sides), bounded by `settings.max_partitions`. The rate and message size are kept on the
     event type but do not change the count, so the outcome stays predictable for the owner.
     """
-    if not default_statistic:
+    if default_statistic is None:
         return settings.default_partitions
-    wanted = max(
-        int(default_statistic.get("read_parallelism") or 1),
-        int(default_statistic.get("write_parallelism") or 1),
-    )
+    wanted = max(default_statistic.read_parallelism, default_statistic.write_parallelism, 1)
     return max(1, min(wanted, settings.max_partitions))

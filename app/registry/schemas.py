@@ -1,18 +1,19 @@
-"""Marshmallow schemas for the event type bodies of the API, mirroring the spec's objects.
+"""Marshmallow schemas for the event type bodies of requests, mirroring the spec's objects.
 
-`load_event_type` turns a request body into an event type dict (the shape every registry
-function works on, and the shape stored), filling defaults; `dump_event_type` turns a stored
-event type into a response body carrying every field the spec defines.
+`load_event_type` turns a request body into an EventType, filling defaults; `load_schema`
+turns one into an EventTypeSchema. Only the shape is checked here (types, required fields,
+closed lists of values); the rules across fields are `validation`'s. Responses are rendered by
+`app.domain.event_type_document`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from datetime import datetime
 from typing import Any
 
-from marshmallow import Schema, ValidationError, fields, pre_load, validate
+from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
+from app.domain.event_type import EventType, EventTypeSchema
+from app.domain.event_type_document import event_type_from_document
 from app.registry.choices import (
     AUDIENCES,
     CATEGORIES,
@@ -21,17 +22,16 @@ from app.registry.choices import (
     DEFAULT_CLEANUP_POLICY,
     DEFAULT_COMPATIBILITY_MODE,
     DEFAULT_PARTITION_STRATEGY,
-    DEFAULT_RETENTION_TIME_MS,
     ENRICHMENT_STRATEGIES,
-    INITIAL_SCHEMA_VERSION,
+    EVENT_OWNER_SELECTOR_TYPES,
     PARTITION_STRATEGIES,
     SCHEMA_TYPES,
 )
 from app.registry.errors import EventTypeInvalid, FieldError
 from app.registry.settings import RegistrySettings
-from app.registry.timestamps import rfc3339
 
-_MESSAGES = {
+_STRING_MAPS = ("annotations", "labels")
+_MESSAGES: dict[str, str | list[Any] | dict[Any, Any]] = {
     "required": "is required",
     "null": "must not be null",
 }
@@ -41,13 +41,10 @@ def _one_of(choices: tuple[str, ...]) -> validate.OneOf:
     return validate.OneOf(choices, error="must be one of: {choices} (got {input!r})")
 
 
-def _string(
-    *, required: bool = False, choices: tuple[str, ...] | None = None, dump_default: Any = None
-) -> fields.String:
+def _string(*, required: bool = False, choices: tuple[str, ...] | None = None) -> fields.String:
     return fields.String(
         required=required,
         allow_none=not required,
-        dump_default=dump_default,
         validate=_one_of(choices) if choices else None,
         error_messages={**_MESSAGES, "invalid": "must be a string"},
     )
@@ -66,43 +63,37 @@ def _strings(choices: tuple[str, ...] | None = None) -> fields.List:
     return fields.List(
         _string(required=True, choices=choices),
         allow_none=True,
-        dump_default=list,
         error_messages={**_MESSAGES, "invalid": "must be an array of strings"},
     )
 
 
-def _nested(
-    schema: type[Schema], *, required: bool = False, dump_default: Any = None
-) -> fields.Nested:
-    return fields.Nested(
-        schema,
-        required=required,
-        allow_none=not required,
-        dump_default=dump_default,
-        error_messages=_MESSAGES,
+def _string_map() -> fields.Dict:
+    """`annotations` and `labels`: an object whose values are strings, keys not empty."""
+    return fields.Dict(
+        keys=fields.String(validate=validate.Length(min=1, error="a key must not be empty")),
+        values=fields.String(
+            required=True, error_messages={**_MESSAGES, "invalid": "must be a string"}
+        ),
+        allow_none=True,
+        error_messages={**_MESSAGES, "invalid": "must be an object of string values"},
     )
 
 
-class Timestamp(fields.Field):
-    """A read-only RFC 3339 timestamp: datetimes are formatted, stored strings pass through."""
-
-    def _serialize(self, value: Any, attr: str | None, obj: Any, **kwargs: Any) -> Any:
-        return rfc3339(value) if isinstance(value, datetime) else value
+def _nested(schema: type[Schema], *, required: bool = False) -> fields.Nested:
+    return fields.Nested(
+        schema, required=required, allow_none=not required, error_messages=_MESSAGES
+    )
 
 
 class _Body(Schema):
-    error_messages = {
-        "unknown": "is not a field of this object",
-        "type": "must be a JSON object",
-    }
-    # Fields a client may send back from a GET response: accepted and ignored on load.
-    read_only_fields: tuple[str, ...] = ()
+    """A spec object in a request. Fields it does not define are ignored, at every level:
+    clients of newer Nakadi versions send fields this broker does not know, and read-only
+    fields (`created_at`, `schema.version`) come back when a GET body is PUT back."""
 
-    @pre_load
-    def _drop_read_only_fields(self, data: Any, **kwargs: Any) -> Any:
-        if isinstance(data, dict) and self.read_only_fields:
-            return {key: value for key, value in data.items() if key not in self.read_only_fields}
-        return data
+    class Meta:
+        unknown = EXCLUDE
+
+    error_messages = {"type": "must be a JSON object"}
 
 
 class AuthorizationAttributeBody(_Body):
@@ -136,47 +127,40 @@ class EventTypeOptionsBody(_Body):
     retention_time = _integer()
 
 
-def _default_options() -> dict[str, int]:
-    return {"retention_time": DEFAULT_RETENTION_TIME_MS}
+class EventOwnerSelectorBody(_Body):
+    type = _string(required=True, choices=EVENT_OWNER_SELECTOR_TYPES)
+    name = _string(required=True)
+    value = _string(required=True)
 
 
 class EventTypeSchemaBody(_Body):
-    """The spec's EventTypeSchema; also the items of the `/schemas` listing."""
-
-    read_only_fields = ("version", "created_at")
+    """The spec's EventTypeSchema (`version` and `created_at` are the broker's)."""
 
     type = _string(required=True, choices=SCHEMA_TYPES)
     schema = _string(required=True)
-    version = fields.String(dump_only=True, dump_default=INITIAL_SCHEMA_VERSION)
-    created_at = Timestamp(dump_only=True, dump_default=None)
 
 
 class EventTypeBody(_Body):
-    """The spec's EventType."""
-
-    read_only_fields = ("created_at", "updated_at")
+    """The spec's EventType, with the fields of later Nakadi versions this broker keeps."""
 
     name = _string(required=True)
     owning_application = _string(required=True)
     category = _string(required=True, choices=CATEGORIES)
     enrichment_strategies = _strings(ENRICHMENT_STRATEGIES)
-    partition_strategy = _string(
-        choices=PARTITION_STRATEGIES, dump_default=DEFAULT_PARTITION_STRATEGY
-    )
-    compatibility_mode = _string(
-        choices=COMPATIBILITY_MODES, dump_default=DEFAULT_COMPATIBILITY_MODE
-    )
+    partition_strategy = _string(choices=PARTITION_STRATEGIES)
+    compatibility_mode = _string(choices=COMPATIBILITY_MODES)
     schema = _nested(EventTypeSchemaBody, required=True)
     partition_key_fields = _strings()
-    cleanup_policy = _string(choices=CLEANUP_POLICIES, dump_default=DEFAULT_CLEANUP_POLICY)
+    cleanup_policy = _string(choices=CLEANUP_POLICIES)
     default_statistic = _nested(EventTypeStatisticsBody)
-    options = _nested(EventTypeOptionsBody, dump_default=_default_options)
+    options = _nested(EventTypeOptionsBody)
     authorization = _nested(EventTypeAuthorizationBody)
     ordering_key_fields = _strings()
     ordering_instance_ids = _strings()
     audience = _string(choices=AUDIENCES)
-    created_at = Timestamp(dump_only=True, dump_default=None)
-    updated_at = Timestamp(dump_only=True, dump_default=None)
+    event_owner_selector = _nested(EventOwnerSelectorBody)
+    annotations = _string_map()
+    labels = _string_map()
 
 
 def _flatten(messages: Any, path: str) -> list[FieldError]:
@@ -204,69 +188,85 @@ def _flatten(messages: Any, path: str) -> list[FieldError]:
     return [FieldError(path or "body", str(messages))]
 
 
+def _name_map_entries(messages: Any) -> Any:
+    """marshmallow reports a bad entry of `annotations` or `labels` as {key: {"key"|"value":
+    [...]}}; name it `annotations.key` instead."""
+    if not isinstance(messages, dict):
+        return messages
+    named = dict(messages)
+    for field in _STRING_MAPS:
+        entries = named.get(field)
+        if isinstance(entries, dict):
+            named[field] = {
+                # `_schema` names the map itself: an empty key has no name of its own.
+                key or "_schema": [message for part in errors.values() for message in part]
+                if isinstance(errors, dict)
+                else errors
+                for key, errors in entries.items()
+            }
+    return named
+
+
+def _load(schema: Schema, body: Any, what: str, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise EventTypeInvalid([FieldError(prefix or "body", f"must be a JSON object ({what})")])
+    try:
+        return schema.load(body)
+    except ValidationError as error:
+        raise EventTypeInvalid(_flatten(_name_map_entries(error.messages), prefix)) from None
+
+
 def _with_defaults(
-    loaded: dict[str, Any], settings: RegistrySettings, stored: Mapping[str, Any] | None
+    loaded: dict[str, Any], settings: RegistrySettings, stored: EventType | None
 ) -> dict[str, Any]:
-    """Fill what the client left out (or sent as null).
+    """The loaded body in document form, with what the client left out (or sent as null) filled.
 
     On an update (`stored` given), fields that cannot be freely changed keep their stored value
     when omitted, so a client that does not know them cannot trip over their immutability.
     """
-    previous: Mapping[str, Any] = stored or {}
 
     def kept(field: str, default: Any) -> Any:
         if loaded.get(field) is not None:
             return loaded[field]
-        return previous.get(field) if previous.get(field) is not None else default
+        previous = getattr(stored, field) if stored is not None else None
+        return default if previous is None else previous
 
-    options = loaded.get("options") or {}
-    retention = options.get("retention_time")
+    retention = (loaded.get("options") or {}).get("retention_time")
     if retention is None:
-        retention = (previous.get("options") or {}).get(
-            "retention_time", settings.default_retention_time_ms
+        retention = (
+            stored.options.retention_time
+            if stored is not None
+            else settings.default_retention_time_ms
         )
+    statistic = loaded.get("default_statistic")
+    if statistic is None and stored is not None and stored.default_statistic is not None:
+        statistic = vars(stored.default_statistic)
     return {
-        "name": loaded["name"],
-        "owning_application": loaded["owning_application"],
-        "category": loaded["category"],
-        "enrichment_strategies": list(loaded.get("enrichment_strategies") or []),
+        **loaded,
+        "enrichment_strategies": loaded.get("enrichment_strategies") or [],
         "partition_strategy": kept("partition_strategy", DEFAULT_PARTITION_STRATEGY),
         "compatibility_mode": kept("compatibility_mode", DEFAULT_COMPATIBILITY_MODE),
-        "schema": {"type": loaded["schema"]["type"], "schema": loaded["schema"]["schema"]},
-        "partition_key_fields": list(kept("partition_key_fields", [])),
+        "partition_key_fields": kept("partition_key_fields", []),
         "cleanup_policy": kept("cleanup_policy", DEFAULT_CLEANUP_POLICY),
-        "default_statistic": kept("default_statistic", None),
+        "default_statistic": statistic,
         "options": {"retention_time": retention},
-        "authorization": loaded.get("authorization"),
-        "ordering_key_fields": list(loaded.get("ordering_key_fields") or []),
-        "ordering_instance_ids": list(loaded.get("ordering_instance_ids") or []),
-        "audience": loaded.get("audience"),
     }
 
 
 def load_event_type(
-    body: Any, settings: RegistrySettings, stored: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+    body: Any, settings: RegistrySettings, stored: EventType | None = None
+) -> EventType:
     """The event type described by a request body, with defaults filled in.
 
-    Checks the shape only (types, required fields, known fields and values); the rules across
-    fields are `validation.validate_event_type`. Pass the stored event type as `stored` for a
-    PUT. Raises EventTypeInvalid listing every problem.
+    Checks the shape only (types, required fields and values); the rules across fields are
+    `validation.validate_event_type`. Pass the stored event type as `stored` for a PUT.
+    Raises EventTypeInvalid listing every problem.
     """
-    if not isinstance(body, dict):
-        raise EventTypeInvalid([FieldError("body", "must be a JSON object (an EventType)")])
-    try:
-        loaded = EventTypeBody().load(body)
-    except ValidationError as error:
-        raise EventTypeInvalid(_flatten(error.messages, "")) from None
-    return _with_defaults(loaded, settings, stored)
+    loaded = _load(EventTypeBody(), body, "an EventType")
+    return event_type_from_document(_with_defaults(loaded, settings, stored))
 
 
-def dump_event_type(event_type: Mapping[str, Any]) -> dict[str, Any]:
-    """The response body for a stored event type."""
-    return EventTypeBody().dump(event_type)
-
-
-def dump_schema_version(schema_version: Mapping[str, Any]) -> dict[str, Any]:
-    """The response body for one stored schema version (an EventTypeSchema)."""
-    return EventTypeSchemaBody().dump(schema_version)
+def load_schema(body: Any) -> EventTypeSchema:
+    """The EventTypeSchema of a request body (its version and creation time are not read)."""
+    loaded = _load(EventTypeSchemaBody(), body, "an EventTypeSchema", "schema")
+    return EventTypeSchema(type=loaded["type"], schema=loaded["schema"])

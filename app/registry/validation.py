@@ -7,9 +7,10 @@ rules to an already loaded event type and returns every FieldError found (empty 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
+from app.domain.event_type import EventType
 from app.registry.effective_schema import effective_schema
 from app.registry.errors import EventTypeInvalid, FieldError
 from app.registry.json_schema import (
@@ -21,6 +22,7 @@ from app.registry.json_schema import (
     unresolvable_refs,
     walk,
 )
+from app.registry.linear_regex import pattern_problem
 from app.registry.schemas import load_event_type
 from app.registry.settings import RegistrySettings
 
@@ -33,13 +35,12 @@ KEYWORDS_REFUSED_IN_COMPATIBLE_MODE = (
 )
 CATEGORIES_WITH_METADATA = ("business", "data")
 
-EventType = Mapping[str, Any]
 Rule = Callable[[EventType, RegistrySettings], list[FieldError]]
 
 
 def check_event_type(
-    body: Any, settings: RegistrySettings, stored: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+    body: Any, settings: RegistrySettings, stored: EventType | None = None
+) -> EventType:
     """The valid event type a POST (or, with `stored`, a PUT) body describes.
 
     Raises EventTypeInvalid (answer 422) listing every problem. On a PUT, pass the result to
@@ -66,7 +67,7 @@ def validate_event_type(event_type: EventType, settings: RegistrySettings) -> li
 
 
 def _name(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
-    name = event_type["name"]
+    name = event_type.name
     if len(name) > settings.max_name_length:
         return [FieldError("name", f"must be at most {settings.max_name_length} characters long")]
     if NAME_PATTERN.fullmatch(name) is None:
@@ -75,13 +76,13 @@ def _name(event_type: EventType, settings: RegistrySettings) -> list[FieldError]
 
 
 def _owning_application(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
-    if not event_type["owning_application"].strip():
+    if not event_type.owning_application.strip():
         return [FieldError("owning_application", "must not be empty")]
     return []
 
 
 def _enrichment_strategies(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
-    category, strategies = event_type["category"], event_type["enrichment_strategies"]
+    category, strategies = event_type.category, event_type.enrichment_strategies
     if len(set(strategies)) != len(strategies):
         return [FieldError("enrichment_strategies", "must not list a strategy twice")]
     if category in CATEGORIES_WITH_METADATA and "metadata_enrichment" not in strategies:
@@ -103,7 +104,7 @@ def _enrichment_strategies(event_type: EventType, settings: RegistrySettings) ->
 
 
 def _partition_strategy(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
-    if event_type["partition_strategy"] == "user_defined" and event_type["category"] == "undefined":
+    if event_type.partition_strategy == "user_defined" and event_type.category == "undefined":
         return [
             FieldError(
                 "partition_strategy",
@@ -115,7 +116,7 @@ def _partition_strategy(event_type: EventType, settings: RegistrySettings) -> li
 
 
 def _cleanup_policy(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
-    if event_type["cleanup_policy"] == "compact" and event_type["category"] == "undefined":
+    if event_type.cleanup_policy == "compact" and event_type.category == "undefined":
         return [
             FieldError(
                 "cleanup_policy",
@@ -127,7 +128,7 @@ def _cleanup_policy(event_type: EventType, settings: RegistrySettings) -> list[F
 
 
 def _retention_time(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
-    retention = event_type["options"]["retention_time"]
+    retention = event_type.options.retention_time
     low, high = settings.min_retention_time_ms, settings.max_retention_time_ms
     if not low <= retention <= high:
         return [
@@ -140,25 +141,40 @@ def _retention_time(event_type: EventType, settings: RegistrySettings) -> list[F
 
 
 def _default_statistic(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
-    statistic = event_type["default_statistic"] or {}
+    statistic = event_type.default_statistic
+    if statistic is None:
+        return []
     return [
         FieldError(f"default_statistic.{field}", f"must be a positive integer (got {value})")
-        for field, value in statistic.items()
+        for field, value in vars(statistic).items()
         if value < 1
     ]
 
 
 def _authorization(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
-    authorization = event_type["authorization"] or {}
+    authorization = event_type.authorization
+    if authorization is None:
+        return []
     errors: list[FieldError] = []
     for section in ("admins", "readers", "writers"):
-        for index, attribute in enumerate(authorization.get(section) or ()):
+        for index, attribute in enumerate(getattr(authorization, section)):
             for key in ("data_type", "value"):
-                if not attribute[key].strip():
+                if not getattr(attribute, key).strip():
                     errors.append(
                         FieldError(f"authorization.{section}[{index}].{key}", "must not be empty")
                     )
     return errors
+
+
+def _event_owner_selector(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
+    selector = event_type.event_owner_selector
+    if selector is None:
+        return []
+    return [
+        FieldError(f"event_owner_selector.{key}", "must not be empty")
+        for key in ("name", "value")
+        if not getattr(selector, key).strip()
+    ]
 
 
 _FIELD_RULES: tuple[Rule, ...] = (
@@ -170,6 +186,7 @@ _FIELD_RULES: tuple[Rule, ...] = (
     _retention_time,
     _default_statistic,
     _authorization,
+    _event_owner_selector,
 )
 
 
@@ -177,10 +194,10 @@ def _schema(event_type: EventType) -> list[FieldError]:
     """The custom schema: a draft 4 JSON Schema fit for the category and compatibility mode."""
     field = "schema.schema"
     try:
-        schema = parse_schema_text(event_type["schema"]["schema"])
+        schema = parse_schema_text(event_type.schema.schema)
     except SchemaTextInvalid as error:
         return [FieldError(field, str(error))]
-    problem = meta_schema_problem(schema)
+    problem = meta_schema_problem(schema) or pattern_problem(schema)
     if problem is not None:
         return [FieldError(field, problem)]
     errors = [
@@ -191,7 +208,7 @@ def _schema(event_type: EventType) -> list[FieldError]:
         errors.append(
             FieldError(field, "the top-level type must be object (events are JSON objects)")
         )
-    if event_type["compatibility_mode"] == "compatible":
+    if event_type.compatibility_mode == "compatible":
         errors.extend(
             FieldError(field, f"{keyword} is not allowed in compatible mode (at {pointer(path)})")
             for path, node in walk(schema)
@@ -199,7 +216,7 @@ def _schema(event_type: EventType) -> list[FieldError]:
             if keyword in node
         )
     properties = schema.get("properties") or {}
-    if event_type["category"] == "business" and "metadata" in properties:
+    if event_type.category == "business" and "metadata" in properties:
         errors.append(
             FieldError(
                 field,
@@ -208,7 +225,7 @@ def _schema(event_type: EventType) -> list[FieldError]:
             )
         )
     if (
-        event_type["category"] == "data"
+        event_type.category == "data"
         and "data_op" in properties
         and ("data" in properties or "metadata" in properties)
     ):
@@ -226,15 +243,15 @@ def _fields_in_schema(event_type: EventType) -> list[FieldError]:
     """Field lists that must name fields of the schema (the schema is known to be valid)."""
     effective = effective_schema(event_type)
     errors = []
-    key_prefix = "data." if event_type["category"] == "data" else ""
-    for index, path in enumerate(event_type["partition_key_fields"]):
+    key_prefix = "data." if event_type.category == "data" else ""
+    for index, path in enumerate(event_type.partition_key_fields):
         if not has_field(effective, key_prefix + path):
             where = "data in the schema" if key_prefix else "the schema"
             errors.append(
                 FieldError(f"partition_key_fields[{index}]", f"{path!r} is not a field of {where}")
             )
     for list_name in ("ordering_key_fields", "ordering_instance_ids"):
-        for index, path in enumerate(event_type[list_name]):
+        for index, path in enumerate(getattr(event_type, list_name)):
             if not has_field(effective, path):
                 errors.append(
                     FieldError(
@@ -249,7 +266,7 @@ def _fields_in_schema(event_type: EventType) -> list[FieldError]:
 def _field_lists_without_schema(event_type: EventType) -> list[FieldError]:
     """Rules on the field lists that do not need the schema."""
     errors = []
-    strategy, keys = event_type["partition_strategy"], event_type["partition_key_fields"]
+    strategy, keys = event_type.partition_strategy, event_type.partition_key_fields
     if strategy == "hash" and not keys:
         errors.append(
             FieldError("partition_key_fields", "are required for the hash partition strategy")
@@ -262,9 +279,9 @@ def _field_lists_without_schema(event_type: EventType) -> list[FieldError]:
             )
         )
     for list_name in ("partition_key_fields", "ordering_key_fields", "ordering_instance_ids"):
-        if len(set(event_type[list_name])) != len(event_type[list_name]):
+        if len(set(getattr(event_type, list_name))) != len(getattr(event_type, list_name)):
             errors.append(FieldError(list_name, "must not name a field twice"))
-    if event_type["ordering_instance_ids"] and not event_type["ordering_key_fields"]:
+    if event_type.ordering_instance_ids and not event_type.ordering_key_fields:
         errors.append(
             FieldError(
                 "ordering_instance_ids", "can only be used together with ordering_key_fields"

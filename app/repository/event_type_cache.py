@@ -9,6 +9,7 @@ from the database every time.
 
 from __future__ import annotations
 
+from app.domain.event_type import EventType
 from app.domain.timeline import Timeline
 from app.repository.database import ConnectionPool
 from app.repository.event_types import CHANGES_CHANNEL, event_type_with_timeline
@@ -18,12 +19,13 @@ from app.repository.notifications import Listener
 class EventTypeCache:
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
-        self._entries: dict[str, tuple[dict, Timeline]] = {}
+        self._entries: dict[str, tuple[EventType, Timeline]] = {}
         # Bumped by every invalidation: a load that raced with one is not kept.
         self._generation = 0
-        self._listener = Listener(pool.dsn, CHANGES_CHANNEL, self._forget, self._forget_all)
+        self._listener = Listener(pool.dsn, CHANGES_CHANNEL, self._forget, self._forget_all,
+                                  pool.timeout_s)
 
-    def get(self, name: str) -> tuple[dict, Timeline] | None:
+    def get(self, name: str) -> tuple[EventType, Timeline] | None:
         """The event type and its active timeline, or None when there is no such event type."""
         entry = self._entries.get(name)
         if entry is not None:

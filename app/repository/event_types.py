@@ -1,6 +1,6 @@
 """The ``event_types``, ``event_type_schemas`` and ``timelines`` tables.
 
-Event types are kept as the dicts the registry works with (``app.registry``);
+Event types are kept as their JSON documents (``app.domain.event_type_document``);
 their schema versions are kept apart so the history can be listed.
 """
 
@@ -11,8 +11,15 @@ import uuid
 import psycopg2.extensions
 from psycopg2.extras import Json
 
+from app.domain.event_type import EventType, EventTypeSchema
+from app.domain.event_type_document import (
+    event_type_document,
+    event_type_from_document,
+    schema_document,
+    schema_from_document,
+)
 from app.domain.timeline import Timeline
-from app.repository import topic_deletions
+from app.repository import subscriptions, topic_deletions
 from app.repository.database import ConnectionPool
 
 CHANGES_CHANNEL = "nakadi_event_types"
@@ -24,28 +31,41 @@ class EventTypeExists(Exception):
     """An event type of that name exists already."""
 
 
+class EventTypeInUse(Exception):
+    """Subscriptions read the event type, so it cannot be deleted."""
+
+    NAMED = 10  # at most this many ids in the message
+
+    def __init__(self, name: str, subscription_ids: list[str]) -> None:
+        named = ", ".join(subscription_ids[:self.NAMED])
+        more = len(subscription_ids) - self.NAMED
+        super().__init__(f"EventType '{name}' is read by subscriptions {named}"
+                         f"{f' and {more} more' if more > 0 else ''}; delete them first.")
+
+
 def _version_key(version: str) -> tuple[int, int, int]:
     major, minor, patch = (int(part) for part in version.split("."))
     return major, minor, patch
 
 
-def _insert_schema(cursor: psycopg2.extensions.cursor, name: str, schema: dict) -> None:
+def _insert_schema(cursor: psycopg2.extensions.cursor, name: str,
+                   schema: EventTypeSchema) -> None:
     cursor.execute(
         "INSERT INTO event_type_schemas (event_type, major, minor, patch, document)"
         " VALUES (%s, %s, %s, %s, %s)",
-        (name, *_version_key(schema["version"]), Json(schema)))
+        (name, *_version_key(schema.version), Json(schema_document(schema))))
 
 
-def insert_event_type(pool: ConnectionPool, event_type: dict, storage_id: str, topic: str,
+def insert_event_type(pool: ConnectionPool, event_type: EventType, storage_id: str, topic: str,
                       partitions: int) -> Timeline:
     """Store a new event type, its first schema version and its first timeline."""
-    name = event_type["name"]
+    name = event_type.name
     timeline = Timeline(str(uuid.uuid4()), name, 1, storage_id, topic, partitions)
     try:
         with pool.transaction() as cursor:
             cursor.execute("INSERT INTO event_types (name, document) VALUES (%s, %s)",
-                           (name, Json(event_type)))
-            _insert_schema(cursor, name, event_type["schema"])
+                           (name, Json(event_type_document(event_type))))
+            _insert_schema(cursor, name, event_type.schema)
             cursor.execute(
                 "INSERT INTO timelines (id, event_type, timeline_order, storage_id, topic,"
                 " partitions, switched_at) VALUES (%s, %s, 1, %s, %s, %s, now())",
@@ -56,31 +76,40 @@ def insert_event_type(pool: ConnectionPool, event_type: dict, storage_id: str, t
     return timeline
 
 
-def update_event_type(pool: ConnectionPool, event_type: dict, new_schema_version: bool) -> None:
+def update_event_type(pool: ConnectionPool, event_type: EventType,
+                      new_schema_version: bool) -> None:
     """Replace an event type's document, adding its schema to the history when new."""
+    name = event_type.name
     with pool.transaction() as cursor:
         cursor.execute(
             "UPDATE event_types SET document = %s, updated_at = now() WHERE name = %s",
-            (Json(event_type), event_type["name"]))
+            (Json(event_type_document(event_type)), name))
         if new_schema_version:
-            _insert_schema(cursor, event_type["name"], event_type["schema"])
-        cursor.execute(NOTIFY_CHANGE, (event_type["name"],))
+            _insert_schema(cursor, name, event_type.schema)
+        cursor.execute(NOTIFY_CHANGE, (name,))
 
 
-def get_event_type(pool: ConnectionPool, name: str) -> dict | None:
+def get_event_type(pool: ConnectionPool, name: str) -> EventType | None:
     rows = pool.fetch_all("SELECT document FROM event_types WHERE name = %s", (name,))
-    return rows[0][0] if rows else None
+    return event_type_from_document(rows[0][0]) if rows else None
 
 
-def list_event_types(pool: ConnectionPool) -> list[dict]:
-    return [row[0] for row in pool.fetch_all("SELECT document FROM event_types ORDER BY name")]
+def list_event_types(pool: ConnectionPool) -> list[EventType]:
+    return [event_type_from_document(row[0])
+            for row in pool.fetch_all("SELECT document FROM event_types ORDER BY name")]
 
 
 def delete_event_type(pool: ConnectionPool, name: str, topic_removal_delay_s: float
                       ) -> list[Timeline]:
     """Delete an event type with its schemas and timelines, and schedule the
-    removal of their topics; returns the timelines."""
+    removal of their topics; returns the timelines. Raises EventTypeInUse when
+    subscriptions read it."""
     with pool.transaction() as cursor:
+        # Locked first: a subscription being created holds a share lock on it.
+        cursor.execute("SELECT 1 FROM event_types WHERE name = %s FOR UPDATE", (name,))
+        readers = subscriptions.readers_of(cursor, name)
+        if readers:
+            raise EventTypeInUse(name, readers)
         cursor.execute(
             f"SELECT {TIMELINE_COLUMNS} FROM timelines WHERE event_type = %s"
             " ORDER BY timeline_order", (name,))
@@ -92,28 +121,29 @@ def delete_event_type(pool: ConnectionPool, name: str, topic_removal_delay_s: fl
 
 
 def schema_versions(pool: ConnectionPool, name: str, offset: int, limit: int
-                    ) -> tuple[list[dict], int]:
+                    ) -> tuple[list[EventTypeSchema], int]:
     """A page of an event type's schema versions, newest first, and how many there are."""
     rows = pool.fetch_all(
         "SELECT document, count(*) OVER () FROM event_type_schemas WHERE event_type = %s"
         " ORDER BY major DESC, minor DESC, patch DESC OFFSET %s LIMIT %s",
         (name, offset, limit))
     if rows:
-        return [row[0] for row in rows], rows[0][1]
+        return [schema_from_document(row[0]) for row in rows], rows[0][1]
     total = pool.fetch_all(
         "SELECT count(*) FROM event_type_schemas WHERE event_type = %s", (name,))[0][0]
     return [], total
 
 
-def schema_version(pool: ConnectionPool, name: str, version: str) -> dict | None:
+def schema_version(pool: ConnectionPool, name: str, version: str) -> EventTypeSchema | None:
     """One schema version of an event type (``version`` is MAJOR.MINOR.PATCH)."""
     rows = pool.fetch_all(
         "SELECT document FROM event_type_schemas WHERE event_type = %s"
         " AND (major, minor, patch) = (%s, %s, %s)", (name, *_version_key(version)))
-    return rows[0][0] if rows else None
+    return schema_from_document(rows[0][0]) if rows else None
 
 
-def event_type_with_timeline(pool: ConnectionPool, name: str) -> tuple[dict, Timeline] | None:
+def event_type_with_timeline(pool: ConnectionPool, name: str
+                             ) -> tuple[EventType, Timeline] | None:
     """An event type and its active timeline, in one round trip."""
     rows = pool.fetch_all(
         "SELECT e.document, t.id, t.event_type, t.timeline_order, t.storage_id, t.topic,"
@@ -122,7 +152,7 @@ def event_type_with_timeline(pool: ConnectionPool, name: str) -> tuple[dict, Tim
     if not rows:
         return None
     document, timeline_id, *rest = rows[0]
-    return document, Timeline(str(timeline_id), *rest)
+    return event_type_from_document(document), Timeline(str(timeline_id), *rest)
 
 
 def default_storage_id(pool: ConnectionPool) -> str:

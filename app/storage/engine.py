@@ -14,14 +14,24 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from time import monotonic
 from typing import Protocol
+
+from app.dependencies import DependencyUnavailable
 
 BEFORE_FIRST = -1
 """The position before the first event of a partition: reading after it starts at offset 0."""
 
+READ_TIMEOUT_S = 30.0
+"""How long ``read`` waits for events that ``bounds`` reported before it gives up."""
+
 
 class StorageError(Exception):
     """The storage could not do what was asked (unreachable, rejected, timed out)."""
+
+
+class StorageUnavailable(DependencyUnavailable, StorageError):
+    """The storage is down or unreachable: an outage (503), not a refusal."""
 
 
 class TopicNotFound(StorageError):
@@ -99,14 +109,44 @@ class StorageEngine(ABC):
         or the error that kept it from being stored. Same durability as ``append``.
         A missing topic raises ``TopicNotFound``."""
 
-    @abstractmethod
     def read(
         self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0
     ) -> list[StoredEvent]:
         """Return up to ``limit`` events with offsets greater than ``after``.
 
         When none is available yet and ``wait`` > 0, wait up to ``wait``
-        seconds for one to be appended."""
+        seconds for one to be appended. Built once on ``bounds`` and ``reader``
+        for every engine: tests and benchmarks read this way, the API streams."""
+        if limit <= 0:
+            return []
+        deadline = monotonic() + wait
+        available = self._partition_bounds(topic, partition)
+        reader = self.reader(topic, {partition: after})
+        try:
+            events: list[StoredEvent] = []
+            while len(events) < limit:
+                last = events[-1].offset if events else after
+                if max(last + 1, available.oldest) > available.newest:
+                    # Everything that was there is read: wait only if nothing was.
+                    remaining = deadline - monotonic()
+                    if events or remaining <= 0:
+                        break
+                    return reader.poll(limit, remaining)
+                batch = reader.poll(limit - len(events), READ_TIMEOUT_S)
+                if not batch:
+                    raise StorageError(
+                        f"{topic}/{partition}: events up to offset {available.newest}"
+                        f" did not arrive within {READ_TIMEOUT_S:g} s")
+                events += batch
+            return events
+        finally:
+            reader.close()
+
+    def _partition_bounds(self, topic: str, partition: int) -> PartitionBounds:
+        for bounds in self.bounds(topic):
+            if bounds.partition == partition:
+                return bounds
+        raise StorageError(f"{topic}: there is no partition {partition}")
 
     @abstractmethod
     def bounds(self, topic: str) -> list[PartitionBounds]:
@@ -115,6 +155,13 @@ class StorageEngine(ABC):
     @abstractmethod
     def reader(self, topic: str, positions: Mapping[int, int]) -> StreamReader:
         """A reader over the given partitions, each starting after its position."""
+
+    def purge_expired(self) -> int:
+        """Remove the events past their topic's retention time; returns how many.
+
+        One process at a time calls it (``workers/retention.py``). Engines whose
+        storage enforces retention itself (Kafka) have nothing to do."""
+        return 0
 
     @abstractmethod
     def check(self) -> None:

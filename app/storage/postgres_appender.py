@@ -70,7 +70,9 @@ class MissingPartitions(Exception):
 class PendingAppend:
     topic_id: int
     batches: Mapping[int, Sequence[bytes]]
-    done: gevent.event.AsyncResult = field(default_factory=gevent.event.AsyncResult)
+    # Set by a writer greenlet: each partition's first offset, or the error.
+    done: gevent.event.AsyncResult[dict[int, int]] = field(
+        default_factory=gevent.event.AsyncResult)
 
 
 class GroupAppender:
@@ -91,7 +93,9 @@ class GroupAppender:
             self._writers = [w for w in self._writers if not w.dead]
             self._writers += [gevent.spawn(self._write_forever)
                               for _ in range(WRITERS - len(self._writers))]
-        return pending.done.get()
+        first_offsets = pending.done.get()
+        assert first_offsets is not None, "writers set offsets or an exception"
+        return first_offsets
 
     def _write_forever(self) -> None:
         while True:

@@ -5,7 +5,8 @@ The stream ends cleanly, pending events flushed, as soon as ``stream_limit``
 events are at hand, on ``stream_timeout``, after ``stream_keep_alive_limit``
 keep-alives in a row on every partition, when the event type is deleted, and
 when the worker shuts down. A client that goes away is noticed within a second
-even when nothing is being written.
+even when nothing is being written. When the storage fails, the events at hand
+are sent, then a last line whose ``info.debug`` says why the stream ends.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import gevent
 from kazoo.client import KazooClient
@@ -55,12 +56,16 @@ class EventStream:
         cursor = client_cursor(self._timeline, partition, self._positions[partition])
         return batch_line(cursor, payloads)
 
-    def lines(self) -> Iterator[bytes]:
+    def lines(self) -> Generator[bytes, None, None]:
         """The stream's lines, ending when a limit says so; closes the reader at the end."""
         try:
             yield from self._run()
         except StorageError as error:
             log.warning("stream of %s ended by the storage: %s", self._timeline.event_type, error)
+            yield from self._lines(self._batcher.pending_batches())
+            partition = min(self._positions)
+            cursor = client_cursor(self._timeline, partition, self._positions[partition])
+            yield batch_line(cursor, [], {"debug": f"the stream ends: {error}"})
         finally:
             self._reader.close()
 

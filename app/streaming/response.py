@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 from flask import Response, request
 
@@ -12,7 +12,7 @@ from app import lifecycle
 STREAM_CONTENT_TYPE = "application/x-json-stream"
 
 
-def stream_response(lines: Iterator[bytes], on_end: Callable[[], None],
+def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], None],
                     headers: dict[str, str] | None = None) -> Response:
     """A chunked response of the stream's lines. The headers go out at once, before
     any batch; the body is gzipped when the client accepts it; when the stream
@@ -37,7 +37,7 @@ def stream_response(lines: Iterator[bytes], on_end: Callable[[], None],
     return response
 
 
-def gzipped(lines: Iterator[bytes]) -> Iterator[bytes]:
+def gzipped(lines: Generator[bytes, None, None]) -> Iterator[bytes]:
     """The lines gzip-compressed, each flushed so the client can read it at once."""
     compressor = zlib.compressobj(wbits=16 + zlib.MAX_WBITS)
     try:

@@ -172,7 +172,13 @@ INVALID = [
                         "readers": [{"data_type": "user", "value": "a"}],
                         "writers": [{"data_type": "user", "value": "a"}]}},
      "authorization.admins[0].value"),
-    ({"surprise": True}, "surprise"),
+    ({"labels": ["team-a"]}, "labels"),
+    ({"labels": {"team": 1}}, "labels.team"),
+    ({"annotations": "owner=a"}, "annotations"),
+    ({"event_owner_selector": {"type": "path", "name": "owner"}}, "event_owner_selector.value"),
+    ({"ordering_instance_ids": "order_number"}, "ordering_instance_ids"),
+    ({"authorization": {"admins": [{"data_type": "user", "value": "a"}]}},
+     "authorization.readers"),
 ]
 
 
@@ -288,3 +294,130 @@ def test_registry_lists_strategies(base_url):
         "random", "hash", "user_defined"]
     assert requests.get(base_url + "/registry/enrichment-strategies").json() == [
         "metadata_enrichment"]
+
+
+# -- clients of newer Nakadi versions ------------------------------------------------------
+
+def clin_style(name: str | None = None) -> dict:
+    """What the clin CLI (and other clients of newer Nakadi versions) send: every field they
+    know, some this broker keeps and some it does not model."""
+    return business_event_type(
+        name,
+        audience="company-internal",
+        partition_strategy="hash",
+        partition_key_fields=["order_number"],
+        cleanup_policy="delete",
+        compatibility_mode="forward",
+        default_statistic={"messages_per_minute": 100, "message_size": 100,
+                           "read_parallelism": 2, "write_parallelism": 2},
+        options={"retention_time": 86_400_000, "compaction_lag": 5},
+        authorization={
+            "admins": [{"data_type": "user", "value": "jdoe"}],
+            "readers": [{"data_type": "*", "value": "*"}],
+            "writers": [{"data_type": "service", "value": "stups_order-service"}],
+        },
+        ordering_key_fields=["order_number"],
+        ordering_instance_ids=["order_number"],
+        event_owner_selector={"type": "path", "name": "retailer_id", "value": "order_number"},
+        annotations={"nakadi.io/contact": "team-orders@example.org"},
+        labels={"team": "orders"},
+        schema={"type": "json_schema", "schema": json.dumps(ORDER_SCHEMA), "version": "1.0.0"},
+        created_at="2020-01-01T00:00:00.000Z",
+        status="active",
+        repartition_policy={"partitions": 8},
+    )
+
+
+def test_a_clin_style_create_succeeds_and_echoes_what_the_broker_keeps(base_url):
+    body = clin_style()
+    assert requests.post(base_url + "/event-types", json=body).status_code == 201
+    try:
+        got = requests.get(f"{base_url}/event-types/{body['name']}").json()
+        for field in ("audience", "authorization", "ordering_key_fields", "ordering_instance_ids",
+                      "event_owner_selector", "annotations", "labels", "default_statistic"):
+            assert got[field] == body[field], field
+        assert got["options"] == {"retention_time": 86_400_000}
+        assert "status" not in got and "repartition_policy" not in got
+        assert got["created_at"] != body["created_at"]
+
+        # The body a client got back can be PUT as it is, and changes nothing.
+        assert requests.put(f"{base_url}/event-types/{body['name']}", json=got).status_code == 200
+        assert requests.get(f"{base_url}/event-types/{body['name']}").json() == got
+
+        # Labels and annotations may change; they are what the last PUT said.
+        changed = dict(got, labels={"team": "payments"}, annotations=None)
+        assert requests.put(f"{base_url}/event-types/{body['name']}", json=changed
+                            ).status_code == 200
+        after = requests.get(f"{base_url}/event-types/{body['name']}").json()
+        assert after["labels"] == {"team": "payments"}
+        assert "annotations" not in after
+    finally:
+        requests.delete(f"{base_url}/event-types/{body['name']}")
+
+
+def test_event_types_without_newer_fields_show_exactly_the_spec_fields(base_url, created):
+    got = requests.get(f"{base_url}/event-types/{created['name']}").json()
+    assert list(got) == [
+        "name", "owning_application", "category", "enrichment_strategies", "partition_strategy",
+        "compatibility_mode", "schema", "partition_key_fields", "cleanup_policy",
+        "default_statistic", "options", "authorization", "ordering_key_fields",
+        "ordering_instance_ids", "audience", "created_at", "updated_at"]
+    assert list(got["schema"]) == ["type", "schema", "version", "created_at"]
+
+
+# -- POST /event-types/{name}/schemas ------------------------------------------------------
+
+def post_schema(base_url, name, schema: dict, **extra) -> requests.Response:
+    return requests.post(f"{base_url}/event-types/{name}/schemas",
+                         json={"type": "json_schema", "schema": json.dumps(schema), **extra})
+
+
+def test_posting_a_schema_evolves_it_like_a_put(base_url, created):
+    name = created["name"]
+    schema = copy.deepcopy(ORDER_SCHEMA)
+    schema["properties"]["note"] = {"type": "string"}
+    response = post_schema(base_url, name, schema, version="9.9.9")
+    assert response.status_code == 200, response.text
+    got = requests.get(f"{base_url}/event-types/{name}").json()
+    assert got["schema"]["version"] == "1.1.0"
+    assert got["schema"]["schema"] == json.dumps(schema)
+    assert got["owning_application"] == created["owning_application"]
+    versions = requests.get(f"{base_url}/event-types/{name}/schemas").json()["items"]
+    assert [item["version"] for item in versions] == ["1.1.0", "1.0.0"]
+
+    # The same schema again (even formatted otherwise) keeps the version.
+    assert requests.post(f"{base_url}/event-types/{name}/schemas", json={
+        "type": "json_schema", "schema": json.dumps(schema, indent=2)}).status_code == 200
+    assert requests.get(f"{base_url}/event-types/{name}").json()["schema"] == got["schema"]
+
+
+def test_posting_a_schema_refuses_what_a_put_refuses(base_url, created):
+    name = created["name"]
+    removed = copy.deepcopy(ORDER_SCHEMA)
+    del removed["properties"]["amount"]
+    problem = assert_problem(post_schema(base_url, name, removed), 422)
+    assert "schema.schema" in problem["detail"] and "amount" in problem["detail"]
+
+    problem = assert_problem(post_schema(base_url, name, {"type": "string"}), 422)
+    assert "schema.schema" in problem["detail"]
+    problem = assert_problem(requests.post(f"{base_url}/event-types/{name}/schemas",
+                                           json={"type": "avro_schema"}), 422)
+    assert "schema.type" in problem["detail"] and "schema.schema" in problem["detail"]
+    assert_problem(requests.post(f"{base_url}/event-types/{name}/schemas", json=[]), 422)
+    assert requests.get(f"{base_url}/event-types/{name}").json()["schema"]["version"] == "1.0.0"
+
+
+def test_posting_a_schema_keeps_the_field_lists_true(base_url):
+    body = business_event_type(partition_strategy="hash", partition_key_fields=["order_number"])
+    assert requests.post(base_url + "/event-types", json=body).status_code == 201
+    try:
+        without_key = {"type": "object", "properties": {"amount": {"type": "number"}}}
+        problem = assert_problem(post_schema(base_url, body["name"], without_key), 422)
+        assert "partition_key_fields[0]" in problem["detail"]
+    finally:
+        requests.delete(f"{base_url}/event-types/{body['name']}")
+
+
+def test_posting_a_schema_to_an_unknown_event_type_is_a_404(base_url):
+    body = assert_problem(post_schema(base_url, "no.such-type", ORDER_SCHEMA), 404)
+    assert "no.such-type" in body["detail"]

@@ -108,6 +108,17 @@ def test_invalid_event_rejects_the_batch_with_exact_items(base_url, pool, event_
     assert all_stored(pool, name) == []
 
 
+def test_none_mode_refuses_undeclared_properties_naming_them(base_url, pool, event_types):
+    name = event_types(compatibility_mode="none")
+    response = post(base_url, name, [business_event(0), business_event(1, surprise=True)])
+    assert response.status_code == 422
+    items = response.json()
+    assert [item["publishing_status"] for item in items] == ["aborted", "failed"]
+    assert items[1]["detail"] == ("#: Additional properties are not allowed "
+                                  "('surprise' was unexpected)")
+    assert all_stored(pool, name) == []
+
+
 @pytest.mark.parametrize(("metadata", "detail"), [
     ({"eid": "not-a-uuid"}, "uuid"),
     ({"occurred_at": "yesterday"}, "date-time"),

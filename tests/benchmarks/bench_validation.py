@@ -20,10 +20,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
-from app.registry.effective_schema import EventValidator, ValidatorCache, effective_schema
-from app.registry.evolution import create_event_type
+from app.domain.event_type import EventType
+from app.registry.effective_schema import effective_schema
+from app.registry.event_validator import EventValidator
+from app.registry.evolution import initial_event_type
 from app.registry.settings import RegistrySettings
 from app.registry.validation import check_event_type
+from app.registry.validator_cache import ValidatorCache
 
 ORDER_PLACED = {
     "type": "object",
@@ -53,7 +56,7 @@ ORDER_PLACED = {
 }
 
 
-def event_type(category: str, mode: str) -> dict[str, Any]:
+def event_type(category: str, mode: str) -> EventType:
     body = {
         "name": f"shop.order-placed-{category}-{mode}",
         "owning_application": "shop",
@@ -62,7 +65,7 @@ def event_type(category: str, mode: str) -> dict[str, Any]:
         "compatibility_mode": mode,
         "schema": {"type": "json_schema", "schema": json.dumps(ORDER_PLACED)},
     }
-    return create_event_type(check_event_type(body, RegistrySettings()), datetime.now(UTC))
+    return initial_event_type(check_event_type(body, RegistrySettings()), datetime.now(UTC))
 
 
 def order(index: int) -> dict[str, Any]:

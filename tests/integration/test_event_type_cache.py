@@ -1,8 +1,9 @@
-import copy
 import uuid
+from dataclasses import replace
 
 import pytest
 
+from app.domain.event_type import EventType, EventTypeSchema
 from app.repository import event_types as repository
 from app.repository.event_type_cache import EventTypeCache
 from tests.helpers.waiting import wait_until
@@ -11,8 +12,7 @@ from tests.helpers.waiting import wait_until
 @pytest.fixture
 def stored(pool):
     name = f"cache.test-{uuid.uuid4().hex[:8]}"
-    event_type = {"name": name, "category": "undefined",
-                  "schema": {"type": "json_schema", "schema": "{}", "version": "1.0.0"}}
+    event_type = EventType(name, "app", "undefined", EventTypeSchema("json_schema", "{}"))
     repository.insert_event_type(pool, event_type, "postgres", f"topic-{name}", 2)
     yield event_type
     repository.delete_event_type(pool, name, 0)
@@ -22,20 +22,19 @@ def test_cache_serves_event_type_with_timeline_and_follows_changes(pool, stored)
     cache = EventTypeCache(pool)
     other_worker = EventTypeCache(pool)
     try:
-        event_type, timeline = cache.get(stored["name"])
-        other_worker.get(stored["name"])
+        event_type, timeline = cache.get(stored.name)
+        other_worker.get(stored.name)
         assert event_type == stored
         assert (timeline.order, timeline.storage_id, timeline.partitions) == (1, "postgres", 2)
-        assert cache.get(stored["name"])[0] is event_type, "second read comes from memory"
+        assert cache.get(stored.name)[0] is event_type, "second read comes from memory"
 
-        changed = copy.deepcopy(stored)
-        changed["schema"]["version"] = "1.1.0"
+        changed = replace(stored, schema=replace(stored.schema, version="1.1.0"))
         repository.update_event_type(pool, changed, new_schema_version=True)
         for worker in (cache, other_worker):
-            wait_until(lambda w=worker: w.get(stored["name"])[0]["schema"]["version"] == "1.1.0")
+            wait_until(lambda w=worker: w.get(stored.name)[0].schema.version == "1.1.0")
 
-        repository.delete_event_type(pool, stored["name"], 0)
-        wait_until(lambda: cache.get(stored["name"]) is None)
+        repository.delete_event_type(pool, stored.name, 0)
+        wait_until(lambda: cache.get(stored.name) is None)
         assert cache.get("no-such-event-type") is None
     finally:
         cache.close()

@@ -20,3 +20,9 @@ def test_variables_override_and_are_converted():
 def test_a_bad_number_names_the_variable():
     with pytest.raises(ValueError, match="NAKADI_DATABASE_POOL_SIZE='many' is not a valid int"):
         Settings.from_env({"NAKADI_DATABASE_POOL_SIZE": "many"})
+
+
+def test_the_subscription_partition_maximum_is_configurable():
+    assert Settings.from_env({}).max_subscription_partitions == 100
+    assert Settings.from_env(
+        {"NAKADI_MAX_SUBSCRIPTION_PARTITIONS": "12"}).max_subscription_partitions == 12

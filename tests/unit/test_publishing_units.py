@@ -4,6 +4,7 @@ import json
 
 import pytest
 
+from app.domain.event_type import EventType, EventTypeSchema
 from app.publishing.batch import MAX_EVENT_BYTES, BatchUnreadable, NotABatch, dumps, parse_batch
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, hash_partition, partition_for
@@ -54,8 +55,8 @@ def test_large_bodies_that_are_broken_or_not_arrays():
 
 
 def event_type(strategy="random", category="business", keys=()):
-    return {"name": "t", "category": category, "partition_strategy": strategy,
-            "partition_key_fields": list(keys)}
+    return EventType("t", "app", category, EventTypeSchema("json_schema", "{}"),
+                     partition_strategy=strategy, partition_key_fields=tuple(keys))
 
 
 PINNED = [1, 5, 3, 0, 2, 6, 5, 1]

@@ -2,18 +2,14 @@
 
 import copy
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
 
-from app.registry.evolution import (
-    ChangeKind,
-    Level,
-    create_event_type,
-    evolve_event_type,
-    next_version,
-    schema_changes,
-)
+from app.domain.event_type_document import event_type_document
+from app.registry.evolution import evolve_event_type, initial_event_type, next_version
+from app.registry.schema_diff import ChangeKind, Level, schema_changes
 from app.registry.settings import RegistrySettings
 from app.registry.validation import check_event_type
 
@@ -48,7 +44,7 @@ def body(schema=None, **changes):
 
 
 def stored_event_type(**changes):
-    return create_event_type(check_event_type(body(**changes), SETTINGS), CREATED)
+    return initial_event_type(check_event_type(body(**changes), SETTINGS), CREATED)
 
 
 def update(stored, request_body):
@@ -193,21 +189,21 @@ def test_schema_evolution_per_compatibility_mode(mode, new_schema, expected):
         ), reasons
     else:
         assert not evolution.refused, evolution.refusals
-        assert evolution.event_type["schema"]["version"] == expected
+        assert evolution.event_type.schema.version == expected
         assert evolution.new_schema_version == (expected != "1.0.0")
         if evolution.new_schema_version:
-            assert evolution.event_type["schema"]["created_at"] == "2016-04-01T08:00:00.000Z"
-            assert evolution.event_type["schema"]["schema"] == json.dumps(new_schema)
+            assert evolution.event_type.schema.created_at == NOW
+            assert evolution.event_type.schema.schema == json.dumps(new_schema)
 
 
 @pytest.mark.parametrize("mode", ["none", "forward", "compatible"])
 def test_versions_keep_counting_from_the_stored_version(mode):
     stored = stored_event_type(compatibility_mode=mode)
-    stored["schema"]["version"] = "3.4.5"
+    stored = replace(stored, schema=replace(stored.schema, version="3.4.5"))
     patched = update(
         stored, body(with_schema(lambda s: s.update(title="T")), compatibility_mode=mode)
     )
-    assert patched.event_type["schema"]["version"] == "3.4.6"
+    assert patched.event_type.schema.version == "3.4.6"
     minor = update(
         patched.event_type,
         body(
@@ -215,7 +211,7 @@ def test_versions_keep_counting_from_the_stored_version(mode):
             compatibility_mode=mode,
         ),
     )
-    assert minor.event_type["schema"]["version"] == "3.5.0"
+    assert minor.event_type.schema.version == "3.5.0"
 
 
 def test_a_put_that_changes_nothing_keeps_everything():
@@ -232,7 +228,7 @@ def test_formatting_only_changes_keep_the_stored_schema_text_and_version():
     reformatted = json.dumps(dict(reversed(BASE_SCHEMA.items())), indent=2)
     evolution = update(stored, body(reformatted))
     assert not evolution.changed
-    assert evolution.event_type["schema"] == stored["schema"]
+    assert evolution.event_type.schema == stored.schema
 
 
 def test_changing_other_fields_updates_without_a_new_schema_version():
@@ -242,18 +238,18 @@ def test_changing_other_fields_updates_without_a_new_schema_version():
     )
     assert evolution.changed and not evolution.new_schema_version
     event_type = evolution.event_type
-    assert event_type["owning_application"] == "acme-2"
-    assert event_type["options"] == {"retention_time": 10_800_000}
-    assert event_type["schema"] == stored["schema"]
-    assert event_type["created_at"] == "2016-03-15T22:47:15.123Z"
-    assert event_type["updated_at"] == "2016-04-01T08:00:00.000Z"
+    assert event_type.owning_application == "acme-2"
+    assert event_type.options.retention_time == 10_800_000
+    assert event_type.schema == stored.schema
+    assert event_type.created_at == CREATED
+    assert event_type.updated_at == NOW
 
 
 def test_create_starts_at_version_1_0_0():
     event_type = stored_event_type()
-    assert event_type["schema"]["version"] == "1.0.0"
-    assert event_type["schema"]["created_at"] == "2016-03-15T22:47:15.123Z"
-    assert event_type["created_at"] == event_type["updated_at"] == "2016-03-15T22:47:15.123Z"
+    assert event_type.schema.version == "1.0.0"
+    assert event_type.schema.created_at == CREATED
+    assert event_type.created_at == event_type.updated_at == CREATED
 
 
 HASHED = {"partition_strategy": "hash", "partition_key_fields": ["a"]}
@@ -362,10 +358,10 @@ def test_which_fields_may_change(stored_changes, requested_changes, refused_fiel
     if refused_field is None:
         assert not evolution.refused, evolution.refusals
         for field, value in requested_changes.items():
-            assert evolution.event_type[field] == value
+            assert event_type_document(evolution.event_type)[field] == value
         for field, value in stored_changes.items():
             if field not in requested_changes:
-                assert evolution.event_type[field] == value
+                assert event_type_document(evolution.event_type)[field] == value
     else:
         assert evolution.refused
         expected = [refused_field] if isinstance(refused_field, str) else refused_field
@@ -404,8 +400,8 @@ def test_an_upgrade_to_compatible_checks_the_schema_change_against_compatible():
     ]
     optional_added = with_schema(lambda s: s["properties"].update(c={"type": "string"}))
     evolution = update(stored, body(optional_added, compatibility_mode="compatible"))
-    assert evolution.event_type["compatibility_mode"] == "compatible"
-    assert evolution.event_type["schema"]["version"] == "1.1.0"
+    assert evolution.event_type.compatibility_mode == "compatible"
+    assert evolution.event_type.schema.version == "1.1.0"
 
 
 def test_every_refused_schema_change_is_listed():

@@ -3,7 +3,7 @@
 import pytest
 from jsonschema import Draft4Validator
 
-from app.registry.effective_schema import EventValidator
+from app.registry.event_validator import EventValidator
 from app.registry.formats import EVENT_FORMAT_CHECKER, is_date_time, is_uuid
 
 # A regex jsonschema-rs cannot compile, so that EventValidator leaves the schema to jsonschema.

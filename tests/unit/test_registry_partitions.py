@@ -2,24 +2,19 @@
 
 import pytest
 
+from app.domain.event_type import EventTypeStatistics
 from app.registry.partitions import partition_count
 from app.registry.settings import RegistrySettings
 
 
 def statistic(read, write):
-    return {
-        "messages_per_minute": 1000,
-        "message_size": 200,
-        "read_parallelism": read,
-        "write_parallelism": write,
-    }
+    return EventTypeStatistics(1000, 200, read, write)
 
 
 @pytest.mark.parametrize(
     ("default_statistic", "expected"),
     [
         (None, 1),
-        ({}, 1),
         (statistic(1, 1), 1),
         (statistic(4, 2), 4),
         (statistic(2, 6), 6),

@@ -1,0 +1,200 @@
+"""The compiled effective schema that publishing runs every event through.
+
+Validation is draft 4 by jsonschema-rs (native, ~40 times faster than jsonschema), with
+jsonschema's regex dialect and formats, and answers in jsonschema's words (`native_errors`);
+the few schemas jsonschema-rs cannot validate as jsonschema did are validated by jsonschema.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+import jsonschema_rs
+from jsonschema import Draft4Validator, validators
+from jsonschema.exceptions import ValidationError, best_match
+from referencing.jsonschema import DRAFT4
+
+from app.registry import linear_regex
+from app.registry.formats import EVENT_FORMAT_CHECKER, NATIVE_FORMATS
+from app.registry.json_schema import pointer, resolver_for, subschemas, walk
+from app.registry.native_errors import best_native_match, jsonschema_message
+
+if TYPE_CHECKING:  # referencing does not export the type at its top level
+    from referencing._core import Resolver
+
+MAX_ERROR_LENGTH = 300
+# How many schemas deep jsonschema-rs may have to go (see `_natively_bounded`); an evaluation
+# level takes up to ~1 KiB of native stack, so this stays far below a thread's stack.
+MAX_NATIVE_DEPTH = 256
+
+
+class _PythonPattern:
+    """`pattern` as Python's `re.search` reads it, matched in linear time (`linear_regex`).
+
+    jsonschema-rs reads patterns as ECMA 262 regexes, where `\\d`, `\\w` and `\\s` are ASCII only
+    and `$` does not match before a final newline: `^\\w+$` would refuse "José" that events were
+    accepted with. A jsonschema-rs custom keyword: built per `pattern`, it raises when invalid.
+    """
+
+    def __init__(
+        self, parent_schema: Mapping[str, Any], value: str, schema_path: list[Any]
+    ) -> None:
+        self._pattern = value
+        self._regex = linear_regex.compiled(value)
+
+    def validate(self, instance: Any) -> None:
+        if isinstance(instance, str) and self._regex.search(instance) is None:
+            raise ValueError(f"{instance!r} does not match {self._pattern!r}")
+
+
+def _pattern(validator: Any, pattern: str, instance: Any, schema: Any
+             ) -> Iterator[ValidationError]:
+    if validator.is_type(instance, "string") and not linear_regex.search(pattern, instance):
+        yield ValidationError(f"{instance!r} does not match {pattern!r}")
+
+
+def _pattern_properties(validator: Any, patterns: dict[str, Any], instance: Any, schema: Any
+                        ) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    for pattern, subschema in patterns.items():
+        for name, value in instance.items():
+            if linear_regex.search(pattern, name):
+                yield from validator.descend(value, subschema, path=name, schema_path=pattern)
+
+
+def _additional_properties(validator: Any, additional: Any, instance: Any, schema: Any
+                           ) -> Iterator[ValidationError]:
+    if not validator.is_type(instance, "object"):
+        return
+    patterns = schema.get("patternProperties", {})
+    extras = [name for name in instance if name not in schema.get("properties", {})
+              and not any(linear_regex.search(pattern, name) for pattern in patterns)]
+    if validator.is_type(additional, "object"):
+        for extra in extras:
+            yield from validator.descend(instance[extra], additional, path=extra)
+    elif not additional and extras:  # worded as jsonschema words it
+        listed = ", ".join(repr(extra) for extra in sorted(extras))
+        if patterns:
+            verb = "does" if len(extras) == 1 else "do"
+            regexes = ", ".join(repr(pattern) for pattern in sorted(patterns))
+            yield ValidationError(f"{listed} {verb} not match any of the regexes: {regexes}")
+        else:
+            verb = "was" if len(extras) == 1 else "were"
+            yield ValidationError(
+                f"Additional properties are not allowed ({listed} {verb} unexpected)")
+
+
+LinearDraft4Validator = validators.extend(Draft4Validator, {
+    "pattern": _pattern,
+    "patternProperties": _pattern_properties,
+    "additionalProperties": _additional_properties,
+})
+"""jsonschema's draft 4 with every regex of the schema matched in linear time."""
+
+
+def _natively_bounded(schema: Mapping[str, Any]) -> bool:
+    """Whether validating against `schema` nests at most MAX_NATIVE_DEPTH schemas deep.
+
+    jsonschema-rs has no recursion guard: through a `$ref` back into an enclosing schema (a tree
+    of nodes) an event nested deeply enough overflows the native stack, which kills the process,
+    and so can a long enough chain of `$ref`s. Without such `$ref`s, how deep validation goes is
+    bounded by the schema alone, whatever the event.
+    """
+    heights: dict[int, int] = {}
+    open_nodes: set[int] = set()
+
+    def height(node: Mapping[str, Any], resolver: Resolver[Any]) -> int | None:
+        key = id(node)
+        if key in heights:
+            return heights[key]
+        if key in open_nodes or len(open_nodes) >= MAX_NATIVE_DEPTH:
+            return None
+        open_nodes.add(key)
+        resolver = resolver.in_subresource(DRAFT4.create_resource(node))
+        children = [(child, resolver) for _, child in subschemas(node)]
+        ref = node.get("$ref")
+        if isinstance(ref, str):
+            target = resolver.lookup(ref)
+            if isinstance(target.contents, dict):
+                children.append((target.contents, target.resolver))
+        result = 0
+        for child, child_resolver in children:
+            below = height(child, child_resolver)
+            if below is None:
+                return None
+            result = max(result, below + 1)
+        open_nodes.discard(key)
+        heights[key] = result
+        return result
+
+    return height(schema, resolver_for(schema)) is not None
+
+
+def _native_validator(schema: Mapping[str, Any]) -> jsonschema_rs.Validator | None:
+    """jsonschema-rs's validator for `schema`, or None when jsonschema must validate it.
+
+    That is when jsonschema-rs cannot compile it (it refuses regexes that are not ECMA 262, like
+    `\\Z` or `(?i)`), would match property names with other regexes than before
+    (`patternProperties`), or might overflow its stack (see `_natively_bounded`).
+    """
+    if any("patternProperties" in node for _, node in walk(schema)):
+        return None
+    if not _natively_bounded(schema):
+        return None
+    try:
+        return jsonschema_rs.Draft4Validator(
+            dict(schema),
+            formats=NATIVE_FORMATS,
+            validate_formats=True,
+            keywords={"pattern": _PythonPattern},
+        )
+    except jsonschema_rs.ValidationError:
+        return None
+
+
+class EventValidator:
+    """A compiled effective schema. `error_for` is what publishing calls for every event.
+
+    jsonschema-rs validates, except for the rare schemas `_native_validator` leaves to jsonschema.
+    """
+
+    def __init__(self, schema: Mapping[str, Any]) -> None:
+        self.schema = schema
+        native = _native_validator(schema)
+        self._validator: jsonschema_rs.Validator | Any = (
+            native
+            if native is not None
+            else LinearDraft4Validator(schema, format_checker=EVENT_FORMAT_CHECKER)
+        )
+
+    @property
+    def engine(self) -> str:
+        """`jsonschema-rs`, or `jsonschema` for a schema `_native_validator` leaves to it."""
+        return "jsonschema" if isinstance(self._validator, LinearDraft4Validator) \
+            else "jsonschema-rs"
+
+    def is_valid(self, event: Any) -> bool:
+        """Whether `event` is valid, without building an error: one native call, usually."""
+        try:
+            return self._validator.is_valid(event)
+        except (RecursionError, ValueError):  # ValueError: jsonschema-rs's recursion limit
+            return False
+
+    def error_for(self, event: Any) -> str | None:
+        """None when `event` is valid, else the most relevant error as `#/path: reason`."""
+        if self.is_valid(event):
+            return None
+        try:
+            if isinstance(self._validator, LinearDraft4Validator):
+                error = best_match(self._validator.iter_errors(event))
+                path, message = list(error.absolute_path), error.message
+            else:
+                native_error = best_native_match(self._validator.iter_errors(event))
+                path, message = native_error.instance_path, jsonschema_message(native_error, event)
+        except (RecursionError, ValueError):
+            return "#: the event is nested too deeply to be validated"
+        if len(message) > MAX_ERROR_LENGTH:
+            message = message[: MAX_ERROR_LENGTH - 3] + "..."
+        return f"{pointer(path)}: {message}"

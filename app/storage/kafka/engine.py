@@ -1,0 +1,138 @@
+"""``KafkaEngine``: the ``StorageEngine`` over Kafka topics, one per worker process."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StorageUnavailable
+from app.storage.kafka.availability import BrokerAvailability
+from app.storage.kafka.bounds import partition_bounds
+from app.storage.kafka.clients import STREAM_FETCH_WAIT_MS, Clients
+from app.storage.kafka.producer import Appender
+from app.storage.kafka.reader import KafkaStreamReader
+from app.storage.kafka.threads import BlockingCalls
+from app.storage.kafka.topics import Topics
+
+log = logging.getLogger(__name__)
+
+DEFAULT_TIMEOUT_S = 30.0
+"""How long an append waits for its acknowledgements, and any other call for the broker."""
+
+DEFAULT_MAX_THREADS = 256
+"""Native threads of one engine: one per waiting reader, plus short-lived blocking calls."""
+
+
+class KafkaEngine(StorageEngine):
+    """Event storage in Kafka topics; one instance per worker process.
+
+    ``client_config`` holds extra librdkafka properties (security, tuning) for
+    every client; they override the engine's defaults. ``timeout`` bounds how long
+    an append waits for its acknowledgements and any call waits for the broker.
+    ``create_topic`` of an existing topic raises ``StorageError``.
+
+    Clients and threads start on first use, so an engine built before gunicorn
+    forks is still safe to use in the workers."""
+
+    storage_type = "kafka"
+
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        client_config: Mapping[str, Any] | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        max_threads: int = DEFAULT_MAX_THREADS,
+    ) -> None:
+        self._timeout = timeout
+        self._threads = BlockingCalls(max_threads)
+        self._clients = Clients(bootstrap_servers, client_config or {}, self._client_error)
+        self._topics = Topics(self._clients, self._threads, timeout)
+        self._appender = Appender(self._clients, self._threads, timeout)
+        self._availability = BrokerAvailability(self._topics, self._threads)
+        self._readers: set[KafkaStreamReader] = set()
+
+    # -- topics ---------------------------------------------------------------
+
+    def create_topic(self, topic: str, partitions: int, retention_ms: int) -> None:
+        self._topics.create(topic, partitions, retention_ms)
+
+    def delete_topic(self, topic: str) -> None:
+        # librdkafka 2.16 crashed (SIGSEGV) when a consumer fetched from a topic that
+        # Tansu had just deleted: stop this engine's readers of the topic first.
+        for reader in [reader for reader in self._readers if reader.topic == topic]:
+            reader.topic_deleted()
+        self._topics.delete(topic)
+
+    # -- writing --------------------------------------------------------------
+
+    def append_many(
+        self, topic: str, batches: Mapping[int, Sequence[bytes]]
+    ) -> dict[int, list[int] | StorageError]:
+        """Produce every partition's events, then wait once for all acknowledgements;
+        each partition succeeds or fails on its own."""
+        batches = {partition: payloads for partition, payloads in batches.items() if payloads}
+        self._availability.raise_if_down()
+        for partition in batches:
+            self._topics.check_partition(topic, partition)
+        results = self._appender.append_many(topic, batches)
+        if any(isinstance(result, StorageError) for result in results.values()):
+            if self._availability.down:  # not acknowledged because the brokers went away
+                return {partition: StorageUnavailable("Kafka (the kafka storage)", str(result))
+                        if isinstance(result, StorageError) else result
+                        for partition, result in results.items()}
+            self._topics.raise_if_gone(topic)
+        return results
+
+    # -- reading --------------------------------------------------------------
+
+    def reader(self, topic: str, positions: Mapping[int, int]) -> KafkaStreamReader:
+        self._availability.raise_if_down()
+        for partition in positions:
+            self._topics.check_partition(topic, partition)
+        assignment = [TopicPartition(topic, p, after + 1) for p, after in positions.items()]
+        consumer = self._threads.run(
+            topic, self._clients.consumer, assignment, STREAM_FETCH_WAIT_MS)
+        reader = KafkaStreamReader(
+            self._threads, consumer, topic, positions, self._readers.discard,
+            self._availability.raise_if_down)
+        self._readers.add(reader)
+        return reader
+
+    def bounds(self, topic: str) -> list[PartitionBounds]:
+        # Fresh metadata: a topic deleted by another process is noticed now, rather
+        # than when the offset requests time out.
+        self._availability.raise_if_down()
+        self._topics.raise_if_gone(topic)
+        partitions = range(self._topics.partition_count(topic))
+        try:
+            return self._threads.run(topic, partition_bounds, self._clients, self._topics,
+                                     topic, partitions, self._timeout)
+        except StorageError:
+            self._topics.raise_if_gone(topic)
+            raise
+
+    # -- health and lifecycle -------------------------------------------------
+
+    def check(self) -> None:
+        self._availability.raise_if_down()
+        self._topics.check()
+
+    def close(self) -> None:
+        if self._threads.shut_down:
+            return
+        for reader in list(self._readers):
+            reader.close()
+        self._threads.shut()
+        self._appender.close()
+        self._threads.join()
+        self._topics.close()
+
+    def _client_error(self, error: KafkaError) -> None:
+        """librdkafka's error callback. It runs on whichever thread serves the
+        client, so the logging happens on the hub."""
+        self._availability.client_error(error)
+        self._threads.call_on_hub(log.warning, "kafka client error: %s", error)

@@ -1,0 +1,164 @@
+"""Appends: one idempotent producer per engine, and the thread serving its delivery reports.
+
+An append produces its whole batch and then waits for all delivery reports
+(producing one event at a time and waiting for each is many times slower).
+The reports run on a dedicated poll thread; the last report of an append wakes
+its greenlet through the hub's thread-safe callback queue.
+
+An append that is not acknowledged in time, or a fatal producer error, retires
+the producer: the next append starts a new one. An idempotent producer keeps
+sequence numbers that a restarted broker no longer knows, and would otherwise
+never be acknowledged again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from time import monotonic
+from typing import Any
+
+import gevent
+import gevent.event
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from app.storage.engine import StorageError
+from app.storage.kafka.clients import Clients, storage_error
+from app.storage.kafka.threads import BlockingCalls, Outcome, unwrap
+
+PRODUCE_SLICE = 1000
+"""An append yields to the hub after producing this many events."""
+
+POLL_INTERVAL_S = 0.1
+"""How long the poll thread waits for delivery reports before looking whether to stop."""
+
+QUEUE_FULL_BACKOFF_S = 0.005
+
+
+class _Delivery:
+    """The delivery reports of one partition's events in one append.
+
+    ``report`` runs on the producer's poll thread; the last report wakes the
+    waiting greenlet through its hub's thread-safe callback queue."""
+
+    __slots__ = ("_loop", "_remaining", "done", "error", "offsets")
+
+    def __init__(self, count: int, loop: Any) -> None:
+        self._loop = loop
+        self._remaining = count
+        self.done = gevent.event.Event()
+        self.error: KafkaError | None = None
+        self.offsets: list[int] = []
+
+    def report(self, error: KafkaError | None, message: Message) -> None:
+        if error is None:
+            offset = message.offset()
+            assert offset is not None, "a delivered event has an offset"
+            self.offsets.append(offset)
+        elif self.error is None:
+            self.error = error
+        self._remaining -= 1
+        if self._remaining == 0:
+            self._loop.run_callback_threadsafe(self.done.set)
+
+
+class _Running:
+    """One producer and whether its poll thread should stop."""
+
+    __slots__ = ("poller", "producer", "stopping")
+
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+        self.stopping = False
+        self.poller: gevent.event.AsyncResult[Outcome[None]] | None = None
+
+
+class Appender:
+    """Produces batches and waits for their acknowledgements. The producer and
+    its poll thread start on the first append."""
+
+    def __init__(self, clients: Clients, threads: BlockingCalls, timeout: float) -> None:
+        self._clients = clients
+        self._threads = threads
+        self._timeout = timeout
+        self._running: _Running | None = None
+        self._retired: list[_Running] = []
+
+    def append_many(
+        self, topic: str, batches: Mapping[int, Sequence[bytes]]
+    ) -> dict[int, list[int] | StorageError]:
+        """Produce every partition's events (none empty), then wait once for all
+        acknowledgements; each partition succeeds or fails on its own."""
+        running = self._started_producer()
+        producer = running.producer
+        deadline = monotonic() + self._timeout
+        loop = gevent.get_hub().loop
+        deliveries = {p: _Delivery(len(payloads), loop) for p, payloads in batches.items()}
+        produced = 0
+        for partition, payloads in batches.items():
+            report = deliveries[partition].report
+            for payload in payloads:
+                produced += 1
+                if produced % PRODUCE_SLICE == 0:
+                    gevent.sleep(0)  # let other greenlets run during a very large batch
+                while True:
+                    try:
+                        producer.produce(topic, payload, partition=partition,
+                                         on_delivery=report)
+                        break
+                    except BufferError:
+                        # The local queue is full: wait for deliveries to make room.
+                        if monotonic() >= deadline:
+                            raise StorageError(
+                                f"{topic}: the producer queue stayed full") from None
+                        gevent.sleep(QUEUE_FULL_BACKOFF_S)
+                    except KafkaException as error:
+                        raise storage_error(error, f"{topic}/{partition}") from error
+        results: dict[int, list[int] | StorageError] = {}
+        for partition, delivery in deliveries.items():
+            if not delivery.done.wait(max(0.0, deadline - monotonic())):
+                results[partition] = StorageError(
+                    f"{topic}/{partition}: not acknowledged within {self._timeout:g} s")
+                self._retire(running)
+            elif delivery.error is not None:
+                results[partition] = storage_error(delivery.error, f"{topic}/{partition}")
+                if delivery.error.fatal():
+                    self._retire(running)
+            else:
+                # Reports of one partition arrive in offset order, and payloads were
+                # produced in order; sorting keeps that true even if reports were reordered.
+                results[partition] = sorted(delivery.offsets)
+        return results
+
+    def close(self) -> None:
+        """Stop the poll threads once they flushed what is still queued."""
+        if self._running is not None:
+            self._retire(self._running)
+        for running in self._retired:
+            if running.poller is not None:
+                unwrap(running.poller.get())
+        self._retired = []
+
+    def _retire(self, running: _Running) -> None:
+        """Let the producer's thread flush and close it; appends start a new one."""
+        running.stopping = True
+        self._retired = [r for r in self._retired if r.poller is None or not r.poller.ready()]
+        if self._running is running:
+            self._running = None
+            self._retired.append(running)
+
+    def _started_producer(self) -> _Running:
+        self._threads.ensure_running()
+        if self._running is None:
+            running = self._running = _Running(self._clients.producer(self._timeout))
+            running.poller = self._threads.spawn(self._serve_deliveries, running)
+        return self._running
+
+    def _serve_deliveries(self, running: _Running) -> None:
+        """The producer's poll thread: delivery reports run here until the engine
+        closes or retires it; then the last ones are flushed and the producer is closed."""
+        producer = running.producer
+        while not running.stopping:
+            producer.poll(POLL_INTERVAL_S)
+        producer.flush(self._timeout)
+        producer.purge()
+        producer.close()

@@ -1,0 +1,130 @@
+"""``KafkaStreamReader``: several partitions of one topic through one assigned consumer.
+
+A consumer asked for offsets that no longer exist restarts at the oldest one;
+events at or before the asked position are filtered out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from time import monotonic
+
+import gevent.event
+import gevent.monkey
+from confluent_kafka import Consumer, KafkaException, Message
+
+from app.storage.engine import StorageError, StoredEvent, TopicNotFound
+from app.storage.kafka.clients import DRAIN_BATCH, records, storage_error
+from app.storage.kafka.threads import BlockingCalls, Outcome, unwrap
+
+WAIT_SLICE_S = 0.5
+"""The longest a reader waits in one pool thread, so that closing it never waits long."""
+
+# A lock that works across native threads whether or not threading is monkey-patched.
+_allocate_native_lock = gevent.monkey.get_original("_thread", "allocate_lock")
+
+
+class KafkaStreamReader:
+    """Reads several partitions of one topic through its own assigned consumer.
+
+    Only one thing touches the consumer at a time: the hub drains what is
+    already fetched (never waits) while no pool thread waits on it, and the
+    pool threads that wait or close take ``_lock``. ``on_close`` runs once,
+    when the reader closes; ``raise_if_down`` ends a poll that would wait on
+    brokers known to be down."""
+
+    def __init__(
+        self,
+        threads: BlockingCalls,
+        consumer: Consumer,
+        topic: str,
+        positions: Mapping[int, int],
+        on_close: Callable[[KafkaStreamReader], None],
+        raise_if_down: Callable[[], None] = lambda: None,
+    ) -> None:
+        self._threads = threads
+        self._consumer = consumer
+        self.topic = topic
+        self._next = {partition: after + 1 for partition, after in positions.items()}
+        self._on_close = on_close
+        self._raise_if_down = raise_if_down
+        self._lock = _allocate_native_lock()
+        self._waiting: gevent.event.AsyncResult[Outcome[list[Message]]] | None = None
+        self._closed = False
+        self._deleted = False
+
+    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
+        if max_events <= 0:
+            return []
+        deadline = monotonic() + timeout
+        while True:
+            if self._closed:
+                raise self._closed_error()
+            if self._waiting is None:
+                events = self._drain(max_events)
+                remaining = deadline - monotonic()
+                if events or remaining <= 0:
+                    return events
+                self._raise_if_down()  # nothing more will come: end the stream now
+                self._waiting = self._threads.spawn(
+                    self._wait_for_one, min(remaining, WAIT_SLICE_S)
+                )
+            # An interrupted poll (timeout, kill) leaves the wait for the next call,
+            # so a message it brings back is not lost.
+            waiting = self._waiting
+            outcome = waiting.get()
+            self._waiting = None
+            if self._closed:
+                raise self._closed_error()
+            try:
+                events = self._take(unwrap(outcome))
+            except KafkaException as error:
+                raise storage_error(error, self.topic) from error
+            if events:
+                return events + self._drain(max_events - len(events))
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._waiting = None
+        self._on_close(self)
+        unwrap(self._threads.spawn(self._close_consumer).get())
+
+    def topic_deleted(self) -> None:
+        """Close the reader because its topic is being deleted; polls raise ``TopicNotFound``."""
+        self._deleted = True
+        self.close()
+
+    def _closed_error(self) -> StorageError:
+        if self._deleted:
+            return TopicNotFound(f"{self.topic}: the topic was deleted")
+        return StorageError(f"{self.topic}: the reader is closed")
+
+    def _drain(self, max_events: int) -> list[StoredEvent]:
+        """What the consumer has already fetched, without waiting."""
+        if max_events <= 0:
+            return []
+        try:
+            return self._take(self._consumer.consume(min(max_events, DRAIN_BATCH), 0))
+        except KafkaException as error:
+            raise storage_error(error, self.topic) from error
+
+    def _wait_for_one(self, timeout: float) -> list[Message]:
+        with self._lock:
+            if self._closed:
+                return []
+            return self._consumer.consume(1, timeout)
+
+    def _close_consumer(self) -> None:
+        with self._lock:
+            self._consumer.close()
+
+    def _take(self, messages: Iterable[Message]) -> list[StoredEvent]:
+        events = []
+        for event in records(messages, self.topic):
+            if event.offset < self._next[event.partition]:
+                continue  # at or before the asked position: the consumer restarted earlier
+            self._next[event.partition] = event.offset + 1
+            events.append(event)
+        return events

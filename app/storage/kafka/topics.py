@@ -1,0 +1,113 @@
+"""Topic administration: creating and deleting topics, and each topic's partition
+count, asked from metadata once and remembered."""
+
+from __future__ import annotations
+
+from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+
+from app.storage.engine import StorageError, TopicNotFound
+from app.storage.kafka.clients import MAX_MESSAGE_BYTES, Clients, kafka_error, storage_error
+from app.storage.kafka.threads import BlockingCalls
+
+CHECK_TIMEOUT_S = 3.0
+"""How long a health check waits for the broker."""
+
+
+class Topics:
+    """The topics of one broker, through one admin client started on first use."""
+
+    def __init__(self, clients: Clients, threads: BlockingCalls, timeout: float) -> None:
+        self._clients = clients
+        self._threads = threads
+        self._timeout = timeout
+        self._admin_client: AdminClient | None = None
+        self._partitions: dict[str, int] = {}
+
+    def create(self, topic: str, partitions: int, retention_ms: int) -> None:
+        """Create the topic; ``StorageError`` if it exists already."""
+        config = {"retention.ms": str(retention_ms), "max.message.bytes": str(MAX_MESSAGE_BYTES)}
+        futures = self._admin().create_topics(
+            [NewTopic(topic, num_partitions=partitions, config=config)],
+            operation_timeout=self._timeout,
+            request_timeout=self._timeout,
+        )
+        error = self._threads.run(topic, futures[topic].exception)
+        if error is not None:
+            found = kafka_error(error)
+            if found is not None and found.code() == KafkaError.TOPIC_ALREADY_EXISTS:
+                raise StorageError(f"{topic}: the topic already exists") from error
+            raise storage_error(error, topic) from error
+        # Known right away: metadata may lag behind the creation on a real cluster.
+        self._partitions[topic] = partitions
+
+    def delete(self, topic: str) -> None:
+        """Delete the topic; a missing one is not an error."""
+        self._partitions.pop(topic, None)
+        futures = self._admin().delete_topics(
+            [topic], operation_timeout=self._timeout, request_timeout=self._timeout
+        )
+        error = self._threads.run(topic, futures[topic].exception)
+        if error is not None:
+            found = kafka_error(error)
+            if found is None or found.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise storage_error(error, topic) from error
+
+    def partition_count(self, topic: str) -> int:
+        """The topic's partition count, from metadata asked once per topic."""
+        count = self._partitions.get(topic)
+        if count is None:
+            count = self._threads.run(topic, self.metadata_partition_count, topic)
+        return count
+
+    def check_partition(self, topic: str, partition: int) -> None:
+        if not 0 <= partition < self.partition_count(topic):
+            raise StorageError(f"{topic}: there is no partition {partition}")
+
+    def raise_if_gone(self, topic: str) -> None:
+        """Raise ``TopicNotFound`` if the topic is gone (another process may have
+        deleted it), asking the broker instead of the cache."""
+        self._partitions.pop(topic, None)
+        self.partition_count(topic)
+
+    def check(self, timeout: float = CHECK_TIMEOUT_S) -> None:
+        """Raise ``StorageError`` when the broker does not answer within ``timeout``."""
+        self._threads.run("the kafka broker", self._admin().list_topics, timeout=timeout)
+
+    def close(self) -> None:
+        self._admin_client = None
+
+    # -- blocking, for pool threads ---------------------------------------------
+
+    def metadata_partition_count(self, topic: str) -> int:
+        """Ask the broker for the topic's metadata (blocking) and remember its partition count.
+
+        Asks for all topics: a metadata request naming a topic lets a broker that
+        auto-creates topics create it again right after it was deleted (Tansu does)."""
+        found = self._admin().list_topics(timeout=self._timeout).topics.get(topic)
+        if found is None:
+            raise TopicNotFound(f"{topic}: the topic does not exist")
+        if found.error is not None:
+            raise storage_error(found.error, topic)
+        count = self._partitions[topic] = len(found.partitions)
+        return count
+
+    def list_offsets(self, topic: str, partitions: range
+                     ) -> tuple[dict[int, int], dict[int, int]]:
+        """The oldest offset and the end reported by ListOffsets of each partition (blocking)."""
+        asked = [TopicPartition(topic, p) for p in partitions]
+        answers = [
+            self._admin().list_offsets({tp: spec for tp in asked}, request_timeout=self._timeout)
+            for spec in (OffsetSpec.earliest(), OffsetSpec.latest())
+        ]
+        oldest, end = (
+            {tp.partition: future.result().offset for tp, future in futures.items()}
+            for futures in answers
+        )
+        return oldest, end
+
+    def _admin(self) -> AdminClient:
+        self._threads.ensure_running()
+        if self._admin_client is None:
+            self._admin_client = self._clients.admin()
+        return self._admin_client

@@ -1,0 +1,118 @@
+"""Reading JSON from clients: standard JSON only, the same rules whichever parser runs.
+
+orjson is the fast path. It turns integers beyond 64 bits into floats, so text
+with a run of 19 digits goes to the standard library's parser, which is told
+to be as strict: no ``NaN``/``Infinity``, no number too large for a double, no
+lone UTF-16 surrogate, and nesting refused past about a thousand levels (orjson
+stops at 1024, the standard library at Python's recursion limit). A consumer must be
+able to parse every event it is sent, and PostgreSQL refuses what these rules
+keep out.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import orjson
+
+LONG_DIGIT_RUN = re.compile(rb"\d{19}")
+# A \uD800-\uDFFF escape: a surrogate, which is fine only as half of a pair.
+SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+class InvalidJson(ValueError):
+    """Not standard JSON; the message says where and why."""
+
+
+def loads(data: bytes) -> Any:
+    """The value of a JSON text (UTF-8 bytes)."""
+    if LONG_DIGIT_RUN.search(data) is None:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as error:
+            raise InvalidJson(str(error)) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise InvalidJson(f"the text is not UTF-8: {error}") from None
+    value, end = raw_decode(text, _skip_whitespace(text, 0))
+    if _skip_whitespace(text, end) != len(text):
+        raise InvalidJson(f"extra data at character {end}")
+    return value
+
+
+def raw_decode(text: str, index: int) -> tuple[Any, int]:
+    """One JSON value starting at ``index`` and the index after it, by the standard
+    library's parser under the rules above."""
+    try:
+        value, end = _DECODER.raw_decode(text, index)
+    except json.JSONDecodeError as error:
+        raise InvalidJson(str(error)) from None
+    except RecursionError:
+        raise InvalidJson("nested too deeply (about 1,000 levels at most)") from None
+    if SURROGATE_ESCAPE.search(text, index, end) is not None:
+        _check_strings(value)
+    return value, end
+
+
+def find_nul(value: Any, path: str = "") -> str | None:
+    """The path of the first string or key holding a NUL character, if any (PostgreSQL
+    text and jsonb refuse them)."""
+    if isinstance(value, str):
+        return path or "the value" if "\x00" in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if "\x00" in key:
+                return f"{path or 'the object'} (a key)"
+            found = find_nul(item, f"{path}.{key}" if path else key)
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for number, item in enumerate(value):
+            found = find_nul(item, f"{path}[{number}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InvalidJson(f"{name} is not a JSON value")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise InvalidJson(f"the number {text[:40]} is too large")
+    return number
+
+
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+
+
+def _check_strings(value: Any) -> None:
+    if isinstance(value, str):
+        _check_text(value)
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_text(key)
+            _check_strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            _check_strings(item)
+
+
+def _check_text(text: str) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidJson("a string holds a lone UTF-16 surrogate (\\uD800-\\uDFFF "
+                          "escapes must come in pairs)") from None
+
+
+def _skip_whitespace(text: str, index: int) -> int:
+    while index < len(text) and text[index] in " \t\n\r":
+        index += 1
+    return index

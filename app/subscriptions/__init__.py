@@ -1,0 +1,1 @@
+"""Subscriptions: their CRUD rules (crud.py) and JSON form (body.py)."""

@@ -1,0 +1,155 @@
+"""Hostile input gets a Problem 4xx that says what is wrong, never a 500, on the
+endpoints that read JSON, paths and query parameters."""
+
+from __future__ import annotations
+
+import json
+import socket
+
+import pytest
+import requests
+
+from tests.api.conftest import assert_problem
+from tests.helpers.broker import business_event, new_event_type, post
+
+LONG = "1234567890123456789012"  # makes the server parse with the standard library
+JSON = {"Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def event_type(base_url):
+    name = new_event_type(base_url, partition_strategy="user_defined")
+    yield name
+    requests.delete(f"{base_url}/event-types/{name}")
+
+
+def event_text(amount: str, extra: str = "") -> str:
+    event = business_event()
+    metadata = json.dumps(event["metadata"])
+    return f'[{{"order_number": "A", "amount": {amount}, "metadata": {metadata}{extra}}}]'
+
+
+@pytest.mark.parametrize(("body", "detail"), [
+    (event_text("NaN"), "not valid JSON"),
+    (event_text("-Infinity"), "not valid JSON"),
+    (event_text("NaN", ', "n": ' + LONG), "NaN"),
+    (event_text("1e999", ', "n": ' + LONG), "too large"),
+    (event_text("1", ', "s": "\\ud800"'), "surrogate"),
+    (event_text("1", ', "s": "\\ud800", "n": ' + LONG), "surrogate"),
+    ("[" * 3000 + "]" * 3000, "not valid JSON"),
+    ("[" * 3000 + LONG + "]" * 3000, "deep"),
+])
+def test_publishing_refuses_what_is_not_standard_json(base_url, event_type, body, detail):
+    response = requests.post(f"{base_url}/event-types/{event_type}/events", data=body,
+                             headers=JSON)
+    assert detail in assert_problem(response, 400)["detail"]
+
+
+def test_a_nul_character_inside_an_event_is_stored_and_streamed_as_json(base_url, event_type):
+    event = business_event(1, note="a\x00b")
+    event["metadata"]["partition"] = "0"
+    assert post(base_url, event_type, [event]).status_code == 200
+    stream = requests.get(
+        f"{base_url}/event-types/{event_type}/events", params={"stream_limit": 1},
+        headers={"X-Nakadi-Cursors": '[{"partition": "0", "offset": "begin"}]'}, timeout=10)
+    batch = json.loads(stream.text.splitlines()[0])
+    assert batch["events"][0]["note"] == "a\x00b"
+
+
+@pytest.mark.parametrize("body", [
+    '{"name": "x.y", "owning_application": "a", "category": "undefined", "n": NaN}',
+    '{"name": "x.y", "owning_application": "a\\u0000", "category": "undefined"}',
+    '{"name": "x.y", "owning_application": "\\udc00", "category": "undefined"}',
+    "[" * 5000 + "]" * 5000,
+])
+def test_event_type_bodies_refuse_nan_nul_surrogates_and_deep_nesting(base_url, body):
+    response = requests.post(f"{base_url}/event-types", data=body, headers=JSON)
+    assert_problem(response, 400)
+
+
+@pytest.mark.parametrize("path", ["/event-types/a%00b", "/event-types/a%00b/events",
+                                  "/event-types/a%00b/partitions/0", "/event-types/a%00b/schemas"])
+def test_nul_characters_in_paths_are_400s(base_url, path):
+    assert "NUL" in assert_problem(requests.get(base_url + path), 400)["detail"]
+
+
+def test_nul_characters_in_query_parameters_are_400s(base_url, event_type):
+    response = requests.get(f"{base_url}/event-types/{event_type}/partitions",
+                            params={"cursors": '[{"partition": "0\x00", "offset": "begin"}]'})
+    assert "'cursors'" in assert_problem(response, 400)["detail"]
+
+
+def test_cursor_parameters_refuse_what_is_not_standard_json(base_url, event_type):
+    # A query too deep to parse is too long for gunicorn's request line first.
+    assert_problem(requests.get(f"{base_url}/event-types/{event_type}/partitions",
+                                params={"cursors": '[{"offset": NaN}]'}), 400)
+
+
+@pytest.mark.parametrize("body", ["[" * 3000 + "]" * 3000, '[{"offset": NaN}]'])
+def test_cursor_bodies_refuse_what_is_not_standard_json(base_url, event_type, body):
+    assert_problem(requests.post(f"{base_url}/event-types/{event_type}/cursors-lag",
+                                 data=body, headers=JSON), 400)
+
+
+def raw_exchange(base_url: str, request: bytes) -> bytes:
+    """The server's whole answer to raw request bytes, read until it closes."""
+    host, port = base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(request)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    return answer
+
+
+@pytest.mark.parametrize(("request_bytes", "status"), [
+    (b"GET /event-types?x=" + b"a" * 5000 + b" HTTP/1.1\r\nHost: x\r\n\r\n", b"414"),
+    (b"POST /event-types/{name}/events HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
+     b"Content-Type: application/json\r\n\r\nzz\r\n[]\r\n0\r\n\r\n", b"400"),
+    (b"GET /health HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n", b"400"),
+])
+def test_requests_gunicorn_refuses_get_problems_too(base_url, event_type, request_bytes,
+                                                    status):
+    request_bytes = request_bytes.replace(b"{name}", event_type.encode())
+    head, _, body = raw_exchange(base_url, request_bytes).partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    assert lines[0].split(b" ")[1] == status
+    assert b"Content-Type: application/problem+json" in lines
+    problem = json.loads(body)
+    assert problem["status"] == int(status) and problem["detail"]
+
+
+def _schema_with(schema: dict) -> dict:
+    return {"type": "json_schema", "schema": json.dumps(schema)}
+
+
+@pytest.mark.parametrize("where", ["pattern", "patternProperties"])
+def test_a_catastrophic_pattern_does_not_hold_the_worker(base_url, where):
+    """``^(a+)+$`` backtracks for seconds in Python's ``re``: published events are
+    matched in linear time, so the answer comes as for any other event."""
+    catastrophic = r"^(a+)+$"
+    properties = {"order_number": {"type": "string"}}
+    if where == "pattern":
+        schema = {"properties": {**properties, "code": {"type": "string",
+                                                         "pattern": catastrophic}}}
+        bad, good = {"code": "a" * 40 + "!"}, {"code": "aaaa"}
+    else:
+        # The attack is a property name; a name that matches must hold a string.
+        schema = {"properties": properties,
+                  "patternProperties": {catastrophic: {"type": "string"}}}
+        bad, good = {"aaaa": 1}, {"a" * 40 + "!": 1}
+    name = new_event_type(base_url, schema=_schema_with(schema), compatibility_mode="forward")
+    response = post(base_url, name, [business_event(**bad)], timeout=10)
+    assert response.status_code == 422, response.text
+    assert response.json()[0]["publishing_status"] == "failed"
+    assert post(base_url, name, [business_event(**good)], timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("pattern", [r"^(a)\1$", r"^a(?=b)"])
+def test_a_pattern_that_cannot_be_matched_in_linear_time_is_refused(base_url, pattern):
+    schema = {"properties": {"code": {"type": "string", "pattern": pattern}}}
+    response = requests.post(base_url + "/event-types", json={
+        "name": "hostile.pattern", "owning_application": "order-service",
+        "category": "undefined", "schema": _schema_with(schema)})
+    detail = assert_problem(response, 422)["detail"]
+    assert "#/properties/code/pattern" in detail and "linear time" in detail
