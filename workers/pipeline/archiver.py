@@ -20,9 +20,14 @@ import time
 import warnings
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from workers.pipeline.client import BrokerClient, BrokerError
 from workers.pipeline.progress import Progress
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -74,7 +79,7 @@ def event_types(args: argparse.Namespace, client: BrokerClient) -> list[str]:
     return list(dict.fromkeys(names))
 
 
-def start_spark(master: str):
+def start_spark(master: str) -> SparkSession:
     """A Spark session whose Python workers run this interpreter and report errors
     as one line rather than a traceback."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -94,7 +99,7 @@ def start_spark(master: str):
     return spark
 
 
-def start_query(spark, args: argparse.Namespace, name: str):
+def start_query(spark: SparkSession, args: argparse.Namespace, name: str) -> StreamingQuery:
     from workers.pipeline.lake import write_batch
 
     reader = (spark.readStream.format("nakadi").option("url", args.url)

@@ -135,21 +135,21 @@ class OffsetPlanner:
                 cap: Mapping[str, str] | None = None) -> dict[str, str]:
         """Where the next micro-batch ends: the newest offsets (or ``cap``), taking at
         most ``max_events`` events over all partitions, shared fairly among them."""
-        counted = self.client.partitions(self.event_type, dict(start))
+        counted = {p.partition: p for p in self.client.partitions(self.event_type, dict(start))}
+        known = [p for p in start if p in counted]
         if cap is not None:
-            behind = self.distances(start, cap)
-            available = {p.partition: max(0, behind.get(p.partition, 0)) for p in counted}
-            ends = {p.partition: cap.get(p.partition, start.get(p.partition)) for p in counted}
+            behind = self.distances({p: start[p] for p in known if p in cap}, cap)
+            available = {p: max(0, behind.get(p, 0)) for p in known}
+            ends = {p: cap.get(p, start[p]) for p in known}
         else:
-            available = {p.partition: p.unconsumed_events or 0 for p in counted}
-            ends = {p.partition: p.newest_available_offset for p in counted}
-        result = {p: start.get(p, ends[p]) for p in available}
-        take = share(available, max_events)
+            available = {p: counted[p].unconsumed_events or 0 for p in known}
+            ends = {p: counted[p].newest_available_offset for p in known}
+        result = dict(start)
         shifts = []
-        for p, n in take.items():
-            if n == available[p]:
+        for p, n in share(available, max_events).items():
+            if n and n == available[p]:
                 result[p] = ends[p]
-            elif n > 0:
+            elif n:
                 shifts.append((p, start[p], n))
         result.update(zip([p for p, _, _ in shifts],
                           self.client.shifted(self.event_type, shifts), strict=True))

@@ -235,12 +235,14 @@ def event_layout(category: str, schema: Any, raw: bool = False) -> Layout:
     """
     if raw:
         return Layout((("raw", (), JSON),))
-    metadata = ("metadata", ("metadata",), map_schema(METADATA_SCHEMA))
+    metadata: tuple[str, tuple[str, ...], Node] = (
+        "metadata", ("metadata",), map_schema(METADATA_SCHEMA))
     payload = map_schema(schema)
     if category == "data":
         return Layout((metadata, ("data_op", ("data_op",), Node("string")),
                        ("data_type", ("data_type",), Node("string")),
                        ("data", ("data",), payload)))
+    columns: list[tuple[str, tuple[str, ...], Node]]
     if payload.kind == "struct":
         fields = [(name, node) for name, node in payload.fields
                   if not (category == "business" and name == "metadata")]
