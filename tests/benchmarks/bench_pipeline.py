@@ -102,6 +102,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--engine", default="postgres", choices=["postgres", "kafka"])
+    parser.add_argument("--master", default="local[*]", help="the Spark master")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -120,13 +121,14 @@ def main() -> None:
         prepublish(settings, warm, args.engine, 10_000, work / "warm.jsonl")
         size = (work / "events.jsonl").stat().st_size // args.events
         print(f"{args.events:,} events of ~{size} bytes in {PARTITIONS} partitions "
-              f"({args.engine} engine)", flush=True)
+              f"({args.engine} engine), Spark {args.master} on {os.cpu_count()} cores",
+              flush=True)
 
         stream = args.events / timed(lambda: stream_rate(port, name, args.events))
         print(f"broker low-level stream, 1 stream:           {stream:>10,.0f} events/s",
               flush=True)
 
-        spark = start_spark("local[*]")
+        spark = start_spark(args.master)
         layout = SourceOptions.parse({"url": base_url, "event_type": name}).layout()
         from workers.pipeline.schema_mapping import row_schema
         payload = row_schema(layout)

@@ -92,6 +92,9 @@ def start_spark(master: str) -> SparkSession:
     spark = (SparkSession.builder.appName("nakadi-archive").master(master)
              .config("spark.ui.showConsoleProgress", "false")
              .config("spark.sql.session.timeZone", "UTC")
+             # Writes a batch's few date directories side by side instead of sorting
+             # every row by date first.
+             .config("spark.sql.maxConcurrentOutputFileWriters", "8")
              .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")

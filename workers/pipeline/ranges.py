@@ -94,8 +94,8 @@ class OffsetPlanner:
                               f"{', '.join(sorted(unknown))}")
         wanted = {p.partition: named.get(p.partition, spec if isinstance(spec, str)
                                          else missing) for p in partitions}
-        if any(o.lower() in (EARLIEST, "begin") for o in wanted.values()):
-            earliest = self.earliest(partitions)
+        earliest = self.earliest(partitions) if any(
+            o.lower() in (EARLIEST, "begin") for o in wanted.values()) else {}
         newest = {p.partition: p.newest_available_offset for p in partitions}
         return {p: earliest[p] if o.lower() in (EARLIEST, "begin")
                 else newest[p] if o.lower() == LATEST else o for p, o in wanted.items()}

@@ -43,13 +43,14 @@ from workers.pipeline.rows import arrow_schema, record_batch
 from workers.pipeline.schema_mapping import Layout, event_layout, row_schema
 
 DEFAULT_EVENTS_PER_SPLIT = 100_000
-DEFAULT_BATCH_LIMIT = 1000
+DEFAULT_BATCH_LIMIT = 5000
 
 
-def _positive(options: Mapping[str, str], name: str, default: int | None) -> int | None:
+def _positive(options: Mapping[str, str], name: str) -> int | None:
+    """An option that must be a positive integer when given."""
     text = options.get(name)
     if text is None:
-        return default
+        return None
     try:
         value = int(text)
     except ValueError:
@@ -88,11 +89,9 @@ class SourceOptions:
             starting=parse_offsets(options.get("startingOffsets"),
                                    LATEST if streaming else EARLIEST, "startingOffsets"),
             ending=parse_offsets(options.get("endingOffsets"), LATEST, "endingOffsets"),
-            max_events_per_trigger=_positive(options, "maxEventsPerTrigger", None),
-            events_per_split=_positive(options, "eventsPerSplit", DEFAULT_EVENTS_PER_SPLIT)
-            or DEFAULT_EVENTS_PER_SPLIT,
-            batch_limit=_positive(options, "batchLimit", DEFAULT_BATCH_LIMIT)
-            or DEFAULT_BATCH_LIMIT)
+            max_events_per_trigger=_positive(options, "maxEventsPerTrigger"),
+            events_per_split=_positive(options, "eventsPerSplit") or DEFAULT_EVENTS_PER_SPLIT,
+            batch_limit=_positive(options, "batchLimit") or DEFAULT_BATCH_LIMIT)
 
     def client(self) -> BrokerClient:
         return BrokerClient(self.url, self.token, self.token_file)
