@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 import responses
 
+from workers.pipeline.archiver import arguments, event_types
 from workers.pipeline.client import BrokerClient, BrokerError, parse_line
 from workers.pipeline.ranges import following_offsets, parse_offsets, share
 from workers.pipeline.source import SourceOptions
@@ -104,3 +105,12 @@ def test_exact_parsing_keeps_integers_beyond_64_bits():
     line = b'{"events": [{"n": 123456789012345678901234567890}]}'
     assert parse_line(line, exact=True)["events"][0]["n"] == 123456789012345678901234567890
     assert parse_line(b'{"n": 1234567890123456789}', exact=True)["n"] == 1234567890123456789
+
+
+@responses.activate
+def test_all_event_types_are_listed_and_each_checked_before_spark_starts():
+    responses.get(f"{URL}/event-types", json=[{"name": "a"}, {"name": "b"}])
+    checked = [responses.get(f"{URL}/event-types/{name}", json=EVENT_TYPE) for name in "ab"]
+    args = arguments(["--url", URL, "--all-event-types", "--output", "o", "--checkpoint", "c"])
+    assert event_types(args, BrokerClient(URL)) == ["a", "b"]
+    assert all(call.call_count == 1 for call in checked)
