@@ -33,11 +33,14 @@ def create_app(settings: Settings | None = None) -> Flask:
         health,
         partitions,
         registry,
+        subscription_cursors,
+        subscription_events,
+        subscription_stats,
         subscriptions,
     )
 
     for module in (health, event_types, events, partitions, cursor_operations, registry,
-                   subscriptions):
+                   subscriptions, subscription_events, subscription_cursors, subscription_stats):
         app.register_blueprint(module.blueprint)
     app.after_request(_no_type_without_body)
     return app
