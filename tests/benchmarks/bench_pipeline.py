@@ -150,7 +150,7 @@ def main() -> None:
                          .option("event_type", event_type)
                          .option("startingOffsets", "earliest").load().writeStream
                          .foreachBatch(lambda frame, batch: write_batch(
-                             frame, batch, work / lake, event_type))
+                             frame, batch, work / lake, event_type, "bench"))
                          .option("checkpointLocation", str(work / f"{lake}-checkpoint"))
                          .trigger(availableNow=True).start())
                 query.awaitTermination()

@@ -11,11 +11,14 @@ from pathlib import Path
 
 import pyarrow.dataset as ds
 import pytest
+import requests
 
 from deploy.localstack import free_port
 from tests.helpers.broker import business_event, new_event_type, post
 from tests.helpers.waiting import wait_until
 from workers.pipeline import read_archive
+from workers.pipeline.archiver import arguments, follow_subscription, start_query
+from workers.pipeline.client import BrokerClient
 
 ARCHIVER = str(Path(sys.executable).parent / "nakadi-archive")
 
@@ -108,3 +111,35 @@ def test_a_bad_url_unknown_event_type_or_broker_down_is_one_clear_line(
     assert done.returncode == 2
     assert done.stderr.startswith(f"nakadi-archive: {message}")
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_subscription_follows_the_lake_and_starts_a_new_archive_at_its_cursors(
+        spark, base_url, tmp_path):
+    name = new_event_type(base_url)
+    publish(base_url, name, 20)
+    response = requests.post(f"{base_url}/subscriptions", json={
+        "owning_application": "lake", "event_types": [name], "read_from": "begin"})
+    assert response.status_code in (200, 201), response.text
+    subscription = response.json()["id"]
+
+    def unconsumed() -> int:
+        [item] = requests.get(f"{base_url}/subscriptions/{subscription}/stats").json()["items"]
+        return sum(p["unconsumed_events"] for p in item["partitions"])
+
+    def archive(checkpoint: str) -> int:
+        args = arguments(["--url", base_url, "--event-type", name, "--once",
+                          "--subscription-id", subscription, "--output", str(tmp_path / "lake"),
+                          "--checkpoint", str(tmp_path / checkpoint)])
+        query = start_query(spark, args, name)
+        query.awaitTermination()
+        follow_subscription(BrokerClient(base_url), args, name, query)
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    assert archive("checkpoint") == 20
+    assert unconsumed() == 0
+    publish(base_url, name, 4)
+    assert unconsumed() == 4
+    # Without a checkpoint, an archive starts at the subscription's cursors.
+    assert archive("new-checkpoint") == 4
+    assert unconsumed() == 0
+    assert len(lake_rows(tmp_path / "lake", name)) == 24

@@ -12,6 +12,7 @@ stopped. ``--once`` archives up to the newest events as of the start and exits.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -60,6 +61,10 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
                              "per-partition JSON; ignored once a checkpoint exists")
     parser.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
                         help="how often a continuous archive looks for new events (5)")
+    parser.add_argument("--subscription-id", metavar="ID",
+                        help="a subscription of the event types whose cursors follow the "
+                             "archive (its stats then show the lake's lag); a new archive "
+                             "starts at its committed cursors")
     parser.add_argument("--raw", action="store_true",
                         help="keep each event as one JSON string column instead of columns")
     parser.add_argument("--master", default="local[*]", help="the Spark master (local[*])")
@@ -103,23 +108,44 @@ def start_spark(master: str) -> SparkSession:
 
 
 def start_query(spark: SparkSession, args: argparse.Namespace, name: str) -> StreamingQuery:
-    from workers.pipeline.lake import write_batch
+    from workers.pipeline.lake import archive_id, write_batch
 
     reader = (spark.readStream.format("nakadi").option("url", args.url)
               .option("event_type", name).option("startingOffsets", args.starting_offsets)
               .option("raw", str(args.raw).lower()))
     for option, value in (("token", args.token), ("token_file", args.token_file),
-                          ("maxEventsPerTrigger", args.max_events_per_trigger)):
+                          ("maxEventsPerTrigger", args.max_events_per_trigger),
+                          ("subscription_id", args.subscription_id)):
         if value is not None:
             reader = reader.option(option, str(value))
     writer = (reader.load().writeStream
-              .foreachBatch(partial(write_batch, output=args.output, event_type=name))
+              .foreachBatch(partial(write_batch, output=args.output, event_type=name,
+                                    archive=archive_id(args.checkpoint / name)))
               .option("checkpointLocation", str(args.checkpoint / name)))
     if args.once:
         writer = writer.trigger(availableNow=True)
     else:
         writer = writer.trigger(processingTime=f"{args.interval} seconds")
     return writer.start()
+
+
+def follow_subscription(client: BrokerClient, args: argparse.Namespace, name: str,
+                        query: StreamingQuery) -> None:
+    """Moves the subscription's cursors of an event type to the end of the last batch
+    in the lake. Spark's checkpoint stays the record of progress; a failed update
+    is reported and the next one catches up."""
+    progress = query.lastProgress
+    if not args.subscription_id or not progress or not progress.get("sources"):
+        return
+    end = progress["sources"][0].get("endOffset")
+    if isinstance(end, str):
+        end = json.loads(end)
+    if end:
+        try:
+            client.reset_cursors(args.subscription_id, name, end)
+        except BrokerError as error:
+            print(f"nakadi-archive: {name}: subscription cursors not updated: {error}",
+                  file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -141,12 +167,15 @@ def run(args: argparse.Namespace) -> int:
         while not stop.is_set() and any(q.isActive for q in queries.values()):
             if time.monotonic() >= next_report:
                 progress.report(queries)
+                for name, query in queries.items():
+                    follow_subscription(client, args, name, query)
                 next_report += progress.interval
             stop.wait(0.2)
     finally:
         for name, query in queries.items():
             if query.isActive:
                 query.stop()
+            follow_subscription(client, args, name, query)
             error = query.exception()
             if error is not None:
                 failed = True

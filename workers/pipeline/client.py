@@ -159,6 +159,37 @@ class BrokerClient:
         return self._json("POST", f"/event-types/{quote(name, safe='')}/cursor-distances",
                           f"cursor distances of {name!r}", json=queries)
 
+    def subscription_start(self, subscription_id: str, name: str) -> dict[str, str] | str:
+        """Where the subscription starts reading an event type: its committed offsets,
+        else its ``read_from`` (``earliest``, ``latest`` or its initial cursors)."""
+        committed = self.committed_cursors(subscription_id, name)
+        if committed:
+            return committed
+        subscription = self._json("GET", f"/subscriptions/{quote(subscription_id, safe='')}",
+                                  f"subscription {subscription_id!r}")
+        if name not in subscription.get("event_types", []):
+            raise BrokerError(f"subscription {subscription_id!r} does not read {name!r}")
+        read_from = subscription.get("read_from", "end")
+        if read_from == "cursors":
+            return {c["partition"]: c["offset"] for c in subscription.get("initial_cursors", [])
+                    if c.get("event_type") == name}
+        return "earliest" if read_from == "begin" else "latest"
+
+    def committed_cursors(self, subscription_id: str, name: str) -> dict[str, str]:
+        """The subscription's committed offsets of one event type, per partition."""
+        answer = self._json("GET", f"/subscriptions/{quote(subscription_id, safe='')}/cursors",
+                            f"the cursors of subscription {subscription_id!r}")
+        return {item["partition"]: item["offset"] for item in answer.get("items", [])
+                if item.get("event_type") == name}
+
+    def reset_cursors(self, subscription_id: str, name: str, offsets: dict[str, str]) -> None:
+        """Sets the subscription's committed offsets of one event type (PATCH, which
+        needs no stream session)."""
+        items = [{"event_type": name, "partition": p, "offset": o} for p, o in offsets.items()]
+        self._request("PATCH", f"/subscriptions/{quote(subscription_id, safe='')}/cursors",
+                      f"setting the cursors of subscription {subscription_id!r}",
+                      json={"items": items})
+
     def stream(self, name: str, partition: str, after: str, count: int,
                batch_limit: int = 1000, exact: bool = False) -> Iterator[StreamBatch]:
         """The ``count`` events of one partition after the offset ``after``, in

@@ -1,7 +1,7 @@
 """The lake: Parquet files of archived events, one directory per event type and
 date, written so that each event is there exactly once.
 
-Layout: ``<output>/event_type=<name>/date=<yyyy-mm-dd>/part-<batch>-<n>.parquet``
+Layout: ``<output>/event_type=<name>/date=<yyyy-mm-dd>/part-<archive>-<batch>-<n>.parquet``
 (Hive-style, so Spark, pyarrow and DuckDB all see ``event_type`` and ``date``
 columns). The date is the UTC day of ``metadata.received_at``, or the day of
 archiving for events without metadata.
@@ -12,14 +12,17 @@ kill it runs the unfinished batch again with the same batch id and the same
 offsets, hence the same events. ``write_batch`` is idempotent per batch id: it
 writes the batch into a staging directory first, then replaces whatever an
 earlier attempt of the same batch left with the new files, moved in by atomic
-renames. Files are named by batch id, so no two batches ever touch each
-other's files, and readers never see a half-written file.
+renames. Files are named by checkpoint (``archive_id``) and batch id, so no two
+batches ever touch each other's files, not even those of an archive started
+afresh with a new checkpoint into the same lake, and readers never see a
+half-written file.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import uuid
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession
@@ -45,14 +48,26 @@ def with_date(frame: DataFrame) -> DataFrame:
     return frame.withColumn("date", day).drop("event_type")
 
 
-def write_batch(frame: DataFrame, batch_id: int, output: Path, event_type: str) -> None:
+def archive_id(checkpoint: Path) -> str:
+    """The id of the archive kept in a checkpoint directory, made on first use."""
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    path = checkpoint / "archive-id"
+    if not path.exists():
+        temporary = checkpoint / "archive-id.new"
+        temporary.write_text(uuid.uuid4().hex[:12])
+        os.replace(temporary, path)
+    return path.read_text().strip()
+
+
+def write_batch(frame: DataFrame, batch_id: int, output: Path, event_type: str,
+                archive: str) -> None:
     """Put one micro-batch of an event type into the lake, replacing what an
-    earlier attempt of the same batch wrote."""
-    staging = output / STAGING / event_type / str(batch_id)
+    earlier attempt of the same batch of the same archive wrote."""
+    staging = output / STAGING / event_type / f"{archive}-{batch_id}"
     shutil.rmtree(staging, ignore_errors=True)
     with_date(frame).write.partitionBy("date").parquet(str(staging))
     target = event_type_dir(output, event_type)
-    prefix = f"part-{batch_id:010d}-"
+    prefix = f"part-{archive}-{batch_id:010d}-"
     for earlier in target.glob(f"date=*/{prefix}*.parquet"):
         earlier.unlink()
     for number, written in enumerate(sorted(staging.glob("date=*/*.parquet"))):

@@ -12,6 +12,7 @@ are the broker's own offset strings per partition.
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
@@ -73,6 +74,7 @@ class SourceOptions:
     max_events_per_trigger: int | None
     events_per_split: int
     batch_limit: int
+    subscription_id: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], streaming: bool = False) -> SourceOptions:
@@ -91,7 +93,8 @@ class SourceOptions:
             ending=parse_offsets(options.get("endingOffsets"), LATEST, "endingOffsets"),
             max_events_per_trigger=_positive(options, "maxEventsPerTrigger"),
             events_per_split=_positive(options, "eventsPerSplit") or DEFAULT_EVENTS_PER_SPLIT,
-            batch_limit=_positive(options, "batchLimit") or DEFAULT_BATCH_LIMIT)
+            batch_limit=_positive(options, "batchLimit") or DEFAULT_BATCH_LIMIT,
+            subscription_id=options.get("subscription_id") or None)
 
     def client(self) -> BrokerClient:
         return BrokerClient(self.url, self.token, self.token_file)
@@ -170,7 +173,13 @@ class NakadiStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAv
         self.target: dict[str, str] | None = None
 
     def initialOffset(self) -> dict:
-        return self.planner.resolve(self.options.starting, EARLIEST)
+        """``startingOffsets``, or where the subscription starts (its committed offsets,
+        else its ``read_from``)."""
+        starting = self.options.starting
+        if self.options.subscription_id:
+            starting = self.planner.client.subscription_start(self.options.subscription_id,
+                                                              self.options.event_type)
+        return self.planner.resolve(starting, EARLIEST)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.options.max_events_per_trigger:
@@ -186,3 +195,18 @@ class NakadiStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAv
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         return self.input_partitions(start, end)
+
+    def commit(self, end: dict) -> None:
+        """Spark wrote everything up to ``end``: with a subscription, its cursors move
+        there, so ``/subscriptions/{id}/stats`` shows what is not in the sink yet.
+        Spark calls this when it plans a following batch, so the cursors may lag by
+        one batch (the archiver also moves them itself after each batch and at exit).
+        Spark's checkpoint stays the record of progress; a failed update is only
+        logged and the next one catches up."""
+        if not self.options.subscription_id:
+            return
+        try:
+            self.planner.client.reset_cursors(self.options.subscription_id,
+                                              self.options.event_type, end)
+        except BrokerError as error:
+            logging.getLogger(__name__).warning("subscription cursors not updated: %s", error)
