@@ -1,6 +1,6 @@
 """Publishing throughput and latency over HTTP against a real gunicorn (gevent workers).
 
-    python tests/benchmarks/bench_publish.py [--seconds 10] [--engines postgres,kafka]
+    python -m tests.benchmarks.bench_publish [--seconds 10] [--engines postgres,kafka]
         [--batches 1,10,100,1000] [--workers 2]
 
 For each engine and batch size it prints:
