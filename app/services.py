@@ -9,6 +9,7 @@ from app.config import Settings
 from app.coordination.zookeeper import zookeeper_client
 from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
+from app.security.service import Security
 from app.storage.engines import Engines
 
 
@@ -18,6 +19,7 @@ class Services:
         self.pool = ConnectionPool(settings.database_url, settings.database_pool_size)
         self.engines = Engines(self.pool)
         self.event_types = EventTypeCache(self.pool)
+        self.security = Security(settings, self.pool)
         self._zookeeper: KazooClient | None = None
 
     @property
@@ -29,6 +31,7 @@ class Services:
 
     def close(self) -> None:
         self.event_types.close()
+        self.security.close()
         self.engines.close()
         if self._zookeeper is not None:
             self._zookeeper.stop()

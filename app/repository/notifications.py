@@ -35,10 +35,18 @@ class Listener:
 
     def ensure_listening(self) -> bool:
         """Start listening if not yet; True once LISTEN is in place (waits a little for it)."""
+        self._start()
+        return self._listening.wait(READY_TIMEOUT_S)
+
+    def is_listening(self) -> bool:
+        """Whether LISTEN is in place now; starts listening if not yet, without waiting."""
+        self._start()
+        return self._listening.is_set()
+
+    def _start(self) -> None:
         if self._greenlet is None or self._greenlet.dead:
             self._listening.clear()
             self._greenlet = gevent.spawn(self._run)
-        return self._listening.wait(READY_TIMEOUT_S)
 
     def _run(self) -> None:
         while True:
