@@ -45,8 +45,11 @@ def parse_admin_authorization(body: Any) -> AdminAuthorization:
         if not isinstance(items, list) or not items:
             raise SettingsInvalid(f"{name}: must be a non-empty array of attributes; "
                                   "Nakadi must keep at least one administrator in each list")
-        lists[name] = tuple(_attribute(item, f"{name}[{index}]")
-                            for index, item in enumerate(items))
+        # Kept as stored: without duplicates, in order of data type and value.
+        lists[name] = tuple(sorted({_attribute(item, f"{name}[{index}]")
+                                    for index, item in enumerate(items)},
+                                   key=lambda attribute: (attribute.data_type,
+                                                          attribute.value)))
     return AdminAuthorization(**lists)
 
 
