@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import gevent
+import gevent.event
 import requests
 
 log = logging.getLogger(__name__)
@@ -105,7 +106,8 @@ class TokenInfoClient:
 class TokenCache:
     """Token-info answers by token digest: at most ``max_size`` of them (least recently
     used go first), each for ``ttl_s`` or until its ``expires_in``, whichever is sooner.
-    Refusals and failures are not cached."""
+    Refusals and failures are not cached. Concurrent requests with the same token
+    that the cache cannot answer share one lookup."""
 
     def __init__(self, lookup: Callable[[str], TokenInfo], max_size: int, ttl_s: float,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -114,6 +116,7 @@ class TokenCache:
         self._ttl_s = ttl_s
         self._clock = clock
         self._entries: OrderedDict[bytes, tuple[TokenInfo, float]] = OrderedDict()
+        self._in_flight: dict[bytes, gevent.event.AsyncResult[TokenInfo]] = {}
 
     def get(self, token: str) -> TokenInfo:
         key = hashlib.sha256(token.encode()).digest()  # no token is kept in memory
@@ -125,7 +128,21 @@ class TokenCache:
                 self._entries.move_to_end(key)
                 return info
             del self._entries[key]
-        info = self._lookup(token)
+        waiting = self._in_flight.get(key)
+        if waiting is not None:  # one lookup per token at a time; the others share it
+            shared = waiting.get()
+            assert shared is not None  # set() always gets a TokenInfo
+            return shared
+        result: gevent.event.AsyncResult[TokenInfo] = gevent.event.AsyncResult()
+        self._in_flight[key] = result
+        try:
+            info = self._lookup(token)
+        except BaseException as error:
+            result.set_exception(error)
+            raise
+        finally:
+            del self._in_flight[key]
+        result.set(info)
         lifetime = min(self._ttl_s, info.expires_in if info.expires_in is not None else 0.0)
         if lifetime > 0 and self._max_size > 0:
             self._entries[key] = (info, now + lifetime)

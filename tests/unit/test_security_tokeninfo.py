@@ -206,3 +206,18 @@ def test_a_service_slower_than_the_timeout_is_unavailable():
     responses.add_callback(responses.GET, URL, callback=slow)
     with pytest.raises(TokenInfoUnavailable, match=r"did not answer within 0\.05 s"):
         TokenInfoClient(URL, 0.05).lookup("tok")
+
+
+def test_concurrent_misses_of_one_token_share_one_lookup():
+    calls: list[str] = []
+
+    def slow_lookup(token: str) -> TokenInfo:
+        calls.append(token)
+        gevent.sleep(0.05)
+        return TokenInfo(token, "/employees", frozenset(), 3600)
+
+    cache = TokenCache(slow_lookup, 10, ttl_s=60)
+    greenlets = [gevent.spawn(cache.get, "a") for _ in range(5)]
+    gevent.joinall(greenlets, raise_error=True)
+    assert [greenlet.value.uid for greenlet in greenlets] == ["a"] * 5
+    assert calls == ["a"]
