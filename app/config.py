@@ -19,9 +19,12 @@ from app.security.subjects import parse_attribute_list, parse_realms
 class Settings:
     database_url: str = "postgresql://nakadi@127.0.0.1:5433/nakadi"
     database_pool_size: int = 20
+    database_timeout_s: float = 5.0
     zookeeper: str = "127.0.0.1:2181"
     zookeeper_root: str = "/nakadi"
+    zookeeper_timeout_s: float = 5.0
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
+    kafka_timeout_s: float = 10.0
     default_storage: str = "postgres"
     log_level: str = "INFO"
     retention_check_interval_s: float = 60.0

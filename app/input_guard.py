@@ -1,7 +1,8 @@
-"""Hostile input stops at the door: request bodies read through ``request.get_json``
-follow the strict JSON rules of ``app.strict_json`` and hold no NUL character,
-and a NUL character in the path or a query parameter is a 400, before any
-handler, database or regular expression sees it."""
+"""Hostile input stops at the door: request bodies (``app.api.body.json_body``, and
+anything else read through Flask's JSON provider) follow the strict JSON rules of
+``app.strict_json`` and hold no NUL character, and a NUL character in the path or
+a query parameter is a 400, before any handler, database or regular expression
+sees it."""
 
 from __future__ import annotations
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import logging
 from http import HTTPStatus
 
-from flask import Flask, Response, json
+from flask import Flask, Response, current_app, json
 from gunicorn.http.errors import (
     ChunkMissingTerminator,
     InvalidChunkExtension,
     InvalidChunkSize,
     NoMoreData,
 )
-from werkzeug.exceptions import HTTPException, MethodNotAllowed
+from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
+
+from app.dependencies import RETRY_AFTER_S, DependencyUnavailable, unavailable_from
 
 PROBLEM_TYPE = "http://httpstatus.es/{status}"
 CONTENT_TYPE = "application/problem+json"
@@ -39,7 +41,16 @@ def problem_response(status: int, detail: str, title: str | None = None) -> Resp
         "status": status,
         "detail": detail,
     }
-    return Response(json.dumps(body), status=status, content_type=CONTENT_TYPE)
+    response = Response(json.dumps(body), status=status, content_type=CONTENT_TYPE)
+    if status == 503:
+        # Every 503 is an outage the client should ride out, not a bug: say when to retry.
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)
+    return response
+
+
+def unavailable_response(error: DependencyUnavailable) -> Response:
+    log.warning("answered 503: %s", error)
+    return problem_response(503, f"{error}; try again later", "Service Unavailable")
 
 
 def register_problem_handlers(app: Flask) -> None:
@@ -49,7 +60,11 @@ def register_problem_handlers(app: Flask) -> None:
 
     @app.errorhandler(HTTPException)
     def _http_error(error: HTTPException) -> Response:
-        response = problem_response(error.code or 500, error.description or error.name)
+        detail = error.description or error.name
+        if isinstance(error, RequestEntityTooLarge):
+            limit = current_app.config["MAX_CONTENT_LENGTH"]
+            detail = f"the request body is larger than {limit} bytes; send less at once"
+        response = problem_response(error.code or 500, detail)
         if isinstance(error, MethodNotAllowed) and error.valid_methods:
             response.headers["Allow"] = ", ".join(error.valid_methods)
         return response
@@ -60,7 +75,12 @@ def register_problem_handlers(app: Flask) -> None:
     for malformed in MALFORMED_BODY:
         app.register_error_handler(malformed, _malformed_body)
 
+    app.register_error_handler(DependencyUnavailable, unavailable_response)
+
     @app.errorhandler(Exception)
     def _unexpected(error: Exception) -> Response:
+        outage = unavailable_from(error)
+        if outage is not None:
+            return unavailable_response(outage)
         log.exception("unexpected failure")
         return problem_response(500, "The server failed to handle the request; it was logged.")

@@ -6,7 +6,7 @@ from flask import Flask, current_app
 from kazoo.client import KazooClient
 
 from app.config import Settings
-from app.coordination.zookeeper import zookeeper_client
+from app.coordination.zookeeper import ZooKeeper
 from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
 from app.security.service import Security
@@ -16,25 +16,27 @@ from app.storage.engines import Engines
 class Services:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.pool = ConnectionPool(settings.database_url, settings.database_pool_size)
-        self.engines = Engines(self.pool)
+        self.pool = ConnectionPool(settings.database_url, settings.database_pool_size,
+                                   settings.database_timeout_s)
+        self.engines = Engines(self.pool, settings.kafka_timeout_s)
         self.event_types = EventTypeCache(self.pool)
         self.security = Security(settings, self.pool)
-        self._zookeeper: KazooClient | None = None
+        self._zookeeper: ZooKeeper | None = None
 
     @property
     def zookeeper(self) -> KazooClient:
+        """The connected ZooKeeper client; ``ZooKeeperUnavailable`` (a 503) at once
+        while there is no connection."""
         if self._zookeeper is None:
-            self._zookeeper = zookeeper_client(self.settings.zookeeper,
-                                               self.settings.zookeeper_root)
-        return self._zookeeper
+            self._zookeeper = ZooKeeper(self.settings.zookeeper, self.settings.zookeeper_root,
+                                        self.settings.zookeeper_timeout_s)
+        return self._zookeeper.client()
 
     def close(self) -> None:
         self.event_types.close()
         self.security.close()
         self.engines.close()
         if self._zookeeper is not None:
-            self._zookeeper.stop()
             self._zookeeper.close()
             self._zookeeper = None
         self.pool.close()

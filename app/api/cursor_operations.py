@@ -12,11 +12,10 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify
 
-from app import strict_json
+from app.api.body import json_body
 from app.api.lookups import event_type_or_404, partition_bounds
-from app.api.params import require_json_content_type
 from app.api.partitions import partition_view
 from app.cursors import CursorInvalid, Position, client_cursor, describe, resolve
 from app.domain.timeline import Timeline
@@ -31,11 +30,7 @@ blueprint = Blueprint("cursor_operations", __name__)
 
 def _json_array(what: str) -> list[Any]:
     """The request body, which must be a JSON array of ``what``."""
-    require_json_content_type()
-    try:
-        body = strict_json.loads(request.get_data(cache=False))
-    except ValueError as error:
-        raise Problem(400, f"the body is not valid JSON: {error}") from None
+    body = json_body()
     if not isinstance(body, list):
         raise Problem(422, f"the body must be a JSON array of {what}")
     return body

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import re
 
-from flask import Blueprint, Response, jsonify, request
+from flask import Blueprint, Response, jsonify
 
+from app.api.body import json_body
 from app.api.lookups import event_type_or_404
 from app.api.params import int_param, pagination_links
 from app.domain.event_type_document import event_type_document, schema_document
@@ -53,7 +54,7 @@ def list_event_types() -> Response:
 def create() -> tuple[str, int]:
     require_feature_off(Feature.DISABLE_EVENT_TYPE_CREATION,
                         "Creating event types is disabled for now; try again later.")
-    operations.create(services(), request.get_json())
+    operations.create(services(), json_body())
     return "", 201
 
 
@@ -68,7 +69,7 @@ def get(name: str) -> Response:
 def update(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)
-    operations.update(services(), stored, request.get_json())
+    operations.update(services(), stored, json_body())
     return "", 200
 
 
@@ -102,7 +103,7 @@ def list_schemas(name: str) -> Response:
 def add_schema(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)
-    operations.add_schema(services(), stored, request.get_json())
+    operations.add_schema(services(), stored, json_body())
     return "", 200
 
 

@@ -3,14 +3,13 @@ low-level event stream (GET)."""
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 
 import orjson
 from flask import Blueprint, Response, g, request
 
+from app.api.body import json_bytes
 from app.api.lookups import event_type_or_404, partition_bounds
-from app.api.params import require_json_content_type
 from app.api.stream_params import stream_limits
 from app.coordination.stream_slots import TooManyStreams
 from app.cursors import CursorInvalid, positions_by_partition
@@ -35,26 +34,6 @@ blueprint = Blueprint("events", __name__)
 CURSORS_HEADER = "X-Nakadi-Cursors"
 
 
-def _batch_body(limit: int) -> bytes:
-    """The request body, gunzipped when sent with ``Content-Encoding: gzip``."""
-    require_json_content_type()
-    body = request.get_data(cache=False)
-    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
-    if encoding == "gzip":
-        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-        try:
-            body = inflater.decompress(body, limit + 1)
-        except zlib.error as error:
-            raise Problem(400, f"the body is not valid gzip: {error}") from None
-        if not inflater.eof and len(body) <= limit:
-            raise Problem(400, "the gzip body is truncated")
-    elif encoding != "identity":
-        raise Problem(415, f"Content-Encoding '{encoding}' is not supported; use gzip")
-    if len(body) > limit:
-        raise Problem(413, f"the batch is larger than {limit} bytes; send smaller batches")
-    return body
-
-
 def _items_response(items: Sequence[Item], status: int) -> Response:
     return Response(orjson.dumps([item.response() for item in items]), status=status,
                     content_type="application/json")
@@ -66,7 +45,7 @@ def publish_events(name: str) -> Response:
     current = services()
     event_type, timeline = event_type_or_404(name)
     require_event_type(event_type, Operation.WRITE)
-    body = _batch_body(current.settings.max_batch_bytes)
+    body = json_bytes(current.settings.max_batch_bytes)
     try:
         events, sizes = parse_batch(body)
     except BatchUnreadable as error:

@@ -10,7 +10,7 @@ from app.domain.timeline import Timeline
 from app.problems import Problem
 from app.repository.event_types import event_type_with_timeline
 from app.services import services
-from app.storage.engine import PartitionBounds, StorageError
+from app.storage.engine import PartitionBounds, StorageError, StorageUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +31,8 @@ def partition_bounds(timeline: Timeline) -> dict[int, PartitionBounds]:
     """The available range of every partition, read once so that a request sees one state."""
     try:
         bounds = services().engines.get(timeline.storage_id).bounds(timeline.topic)
+    except StorageUnavailable:
+        raise  # an outage: a 503 naming the storage, like every other
     except StorageError as error:
         log.error("reading the offsets of %s failed: %s", timeline.event_type, error)
         raise Problem(503, f"The storage '{timeline.storage_id}' did not report the offsets of "

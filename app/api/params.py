@@ -3,14 +3,16 @@ Problem naming what to fix."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
-from typing import Any
 from urllib.parse import urlencode
 
-from flask import current_app, request
+from flask import request
 
 from app.problems import Problem
-from app.strict_json import InvalidJson
+
+# Python's int() also takes "1_0", "+5", " 5" and non-ASCII digits; a query integer is digits.
+INTEGER = re.compile(r"-?[0-9]+")
 
 
 def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
@@ -19,10 +21,9 @@ def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
     raw = request.args.get(name)
     if raw is None or raw == "":
         return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise Problem(status, f"'{name}' must be an integer, got {raw!r}") from None
+    if INTEGER.fullmatch(raw) is None:
+        raise Problem(status, f"'{name}' must be an integer, got {raw!r}")
+    value = int(raw)
     if value < minimum or (maximum is not None and value > maximum):
         bounds = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
         raise Problem(status, f"'{name}' must be {bounds}, got {value}")
@@ -60,13 +61,3 @@ def pagination_links(offset: int, limit: int, has_more: bool,
     if has_more:
         links["next"] = href(offset + limit)
     return links
-
-
-def json_body() -> Any:
-    """The request body, declared as and parsed as JSON by the application's strict
-    rules (``app.input_guard``): otherwise a 415 or a 400 saying why."""
-    require_json_content_type()
-    try:
-        return current_app.json.loads(request.get_data(cache=False))
-    except InvalidJson as error:
-        raise Problem(400, f"the body is not valid JSON: {error}") from None

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify
 
-from app.api.params import json_body
+from app.api.body import json_body
 from app.domain.security import AdminPermission, BlacklistType, Feature
 from app.problems import Problem, problem_response
 from app.repository import security_settings as repository

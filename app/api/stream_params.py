@@ -16,10 +16,13 @@ from app.streaming.limits import (
     StreamLimits,
 )
 
+INT32_MAX = 2**31 - 1
+
 
 def count_param(name: str, default: int) -> int:
-    """A non-negative integer stream parameter; anything else is a 422 naming it."""
-    return int_param(name, default, 0, status=422)
+    """A non-negative int32 stream parameter (001: ``format: int32``); anything else
+    is a 422 naming it."""
+    return int_param(name, default, 0, INT32_MAX, status=422)
 
 
 def stream_limits() -> StreamLimits:

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, jsonify, request
 
-from app.api.params import bool_param, int_param, json_body, pagination_links
+from app.api.body import json_body
+from app.api.params import bool_param, int_param, pagination_links
 from app.domain.security import Feature
 from app.problems import Problem, problem_response
 from app.security.guard import feature_enabled, needs_scope, require_subscription

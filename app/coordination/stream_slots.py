@@ -4,18 +4,24 @@ A stream takes a slot on each partition it reads: an ephemeral sequential node
 under ``/low-level-streams/<event type>/<partition>``. The oldest ``limit``
 nodes of a partition hold its slots; a stream whose node is not among them
 gives all its nodes back and is refused. Nodes vanish with the stream, or
-with the session of a worker that died.
+with the session of a worker that died. Without a connection, slots are
+given back in the background once it returns (or vanish with the session),
+so a stream ending during a ZooKeeper outage does not wait for it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 from collections.abc import Iterable
 
+import gevent
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
+from kazoo.exceptions import KazooException, NoNodeError
 
 ROOT = "/low-level-streams"
+
+log = logging.getLogger(__name__)
 
 
 class TooManyStreams(Exception):
@@ -30,10 +36,19 @@ class StreamSlots:
         self._nodes: list[str] = []
 
     def release(self) -> None:
-        for node in self._nodes:
-            with contextlib.suppress(NoNodeError):
-                self._zookeeper.delete(node)
-        self._nodes = []
+        nodes, self._nodes = self._nodes, []
+        if self._zookeeper.connected:
+            self._delete(nodes)
+        else:
+            gevent.spawn(self._delete, nodes)
+
+    def _delete(self, nodes: list[str]) -> None:
+        try:
+            for node in nodes:
+                with contextlib.suppress(NoNodeError):
+                    self._zookeeper.delete(node)
+        except KazooException as error:
+            log.warning("stream slots %s are left to their session: %r", nodes, error)
 
 
 def claim_slots(zookeeper: KazooClient, event_type: str, partitions: Iterable[int],

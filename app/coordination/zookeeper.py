@@ -1,35 +1,91 @@
-"""The ZooKeeper client of a worker process (kazoo with its gevent handler)."""
+"""The ZooKeeper client of a worker process (kazoo with its gevent handler).
+
+The client connects in the background and keeps reconnecting, at least once a
+second, for as long as the process lives: a ZooKeeper that comes back is used
+again within about a second, without a restart. Asking for the client while
+it has no connection raises ``ZooKeeperUnavailable`` at once (a 503) instead
+of queueing the request until the connection returns, which kazoo would do.
+"""
 
 from __future__ import annotations
 
-from kazoo.client import KazooClient
+import gevent.event
+from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.gevent import SequentialGeventHandler
+from kazoo.retry import KazooRetry
 
-CONNECT_TIMEOUT_S = 5.0
+from app.dependencies import DependencyUnavailable
+
+FIRST_CONNECT_WAIT_S = 0.5
+"""How long the first request of a process waits for the first connection (~50 ms usually)."""
+
+RECONNECT_MAX_DELAY_S = 1.0
+"""Longest pause between two connection attempts (kazoo's default grows to an hour)."""
+
+SETUP_TIMEOUT_S = 2.0
 
 
-class ZooKeeperUnavailable(Exception):
-    """No session could be established with ZooKeeper."""
+class ZooKeeperUnavailable(DependencyUnavailable):
+    """There is no connection to ZooKeeper right now."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("ZooKeeper", reason)
 
 
-def _started(hosts: str) -> KazooClient:
-    client = KazooClient(hosts=hosts, handler=SequentialGeventHandler(),
-                         timeout=CONNECT_TIMEOUT_S)
-    # The gevent handler times out with gevent.Timeout, a BaseException: translate it.
+class ZooKeeper:
+    """The process's connection to ZooKeeper, paths relative to ``root``.
+
+    ``timeout_s`` is the session timeout: a connection that stops answering is
+    given up after about two thirds of it, which fails the calls waiting on it."""
+
+    def __init__(self, hosts: str, root: str, timeout_s: float) -> None:
+        self._hosts = hosts
+        self._root = root
+        self._connected = gevent.event.Event()
+        self._rooted = False
+        handler = SequentialGeventHandler()
+        self._client = KazooClient(
+            hosts=hosts + root, handler=handler, timeout=timeout_s,
+            connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2,
+                                        max_delay=RECONNECT_MAX_DELAY_S,
+                                        sleep_func=handler.sleep_func))
+        self._client.add_listener(self._state_changed)
+        self._first_wait = FIRST_CONNECT_WAIT_S
+        self._client.start_async()
+
+    def client(self) -> KazooClient:
+        """The connected client; ``ZooKeeperUnavailable`` when there is no connection."""
+        if not self._connected.wait(self._first_wait):
+            self._first_wait = 0.0
+            raise ZooKeeperUnavailable(f"no connection to {self._hosts}")
+        self._first_wait = 0.0
+        if not self._rooted:
+            ensure_root(self._hosts, self._root)
+            self._rooted = True
+        return self._client
+
+    def _state_changed(self, state: str) -> None:
+        if state == KazooState.CONNECTED:
+            self._connected.set()
+        else:
+            self._connected.clear()
+
+    def close(self) -> None:
+        self._client.stop()
+        self._client.close()
+
+
+def ensure_root(hosts: str, root: str) -> None:
+    """Create the root path if missing, through a short-lived client without chroot
+    (a chrooted client cannot create its own root)."""
+    setup = KazooClient(hosts=hosts, handler=SequentialGeventHandler(), timeout=SETUP_TIMEOUT_S)
     try:
-        client.start(timeout=CONNECT_TIMEOUT_S)
-    except client.handler.timeout_exception:
-        raise ZooKeeperUnavailable(
-            f"no session with ZooKeeper at {hosts} in {CONNECT_TIMEOUT_S:.0f}s") from None
-    return client
-
-
-def zookeeper_client(hosts: str, root: str) -> KazooClient:
-    """A started client whose paths are relative to ``root`` (created if missing)."""
-    setup = _started(hosts)
+        setup.start(timeout=SETUP_TIMEOUT_S)
+    except setup.handler.timeout_exception:
+        # The gevent handler times out with gevent.Timeout, a BaseException: translate it.
+        raise ZooKeeperUnavailable(f"no session with {hosts} in {SETUP_TIMEOUT_S:g}s") from None
     try:
         setup.ensure_path(root)
     finally:
         setup.stop()
         setup.close()
-    return _started(hosts + root)

@@ -21,7 +21,7 @@ from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partition_for
 from app.registry.timestamps import rfc3339
 from app.registry.validator_cache import VALIDATORS
-from app.storage.engine import StorageEngine, StorageError
+from app.storage.engine import StorageEngine, StorageError, StorageUnavailable
 
 
 @dataclass
@@ -121,6 +121,9 @@ def publish(event_type: EventType, timeline: Timeline, engine: StorageEngine, ev
             {p: [dumps(item.event) for item in group] for p, group in by_partition.items()})
     except StorageError as error:
         results = dict.fromkeys(by_partition, error)
+    outages = [result for result in results.values() if isinstance(result, StorageUnavailable)]
+    if outages and len(outages) == len(results):
+        raise outages[0]  # nothing was stored: an outage (503), not a per-event failure
     for partition, group in by_partition.items():
         result = results[partition]
         for item in group:

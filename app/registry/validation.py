@@ -22,6 +22,7 @@ from app.registry.json_schema import (
     unresolvable_refs,
     walk,
 )
+from app.registry.linear_regex import pattern_problem
 from app.registry.schemas import load_event_type
 from app.registry.settings import RegistrySettings
 
@@ -196,7 +197,7 @@ def _schema(event_type: EventType) -> list[FieldError]:
         schema = parse_schema_text(event_type.schema.schema)
     except SchemaTextInvalid as error:
         return [FieldError(field, str(error))]
-    problem = meta_schema_problem(schema)
+    problem = meta_schema_problem(schema) or pattern_problem(schema)
     if problem is not None:
         return [FieldError(field, problem)]
     errors = [

@@ -18,7 +18,10 @@ import psycopg2.extensions
 import psycopg2.extras
 from psycogreen.gevent import patch_psycopg
 
-CONNECT_TIMEOUT_S = 5
+from app.dependencies import is_database_outage
+
+DEFAULT_TIMEOUT_S = 5.0
+"""Connect timeout, and statement timeout of pooled connections (NAKADI_DATABASE_TIMEOUT_S)."""
 
 Params = Sequence[Any] | Mapping[str, Any] | None
 """Query parameters as psycopg2 takes them: positional (``%s``) or named (``%(name)s``)."""
@@ -29,17 +32,24 @@ def make_green() -> None:
     patch_psycopg()
 
 
-def connect(dsn: str) -> psycopg2.extensions.connection:
-    """A new connection with a bounded connect time."""
-    return psycopg2.connect(dsn, connect_timeout=CONNECT_TIMEOUT_S)
+def connect(dsn: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+            statement_timeout: bool = False) -> psycopg2.extensions.connection:
+    """A new connection with a bounded connect time (libpq allows 2 s at least) and
+    keep-alives that notice a vanished server within a few seconds; with
+    ``statement_timeout`` the server also cancels any statement running longer."""
+    options = f"-c statement_timeout={int(timeout_s * 1000)}" if statement_timeout else ""
+    return psycopg2.connect(dsn, connect_timeout=max(2, round(timeout_s)), keepalives=1,
+                            keepalives_idle=2, keepalives_interval=1, keepalives_count=3,
+                            options=options)
 
 
 class ConnectionPool:
     """A bounded pool of connections to one database, safe to share between greenlets."""
 
-    def __init__(self, dsn: str, max_size: int) -> None:
+    def __init__(self, dsn: str, max_size: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.dsn = dsn
         self.max_size = max_size
+        self.timeout_s = timeout_s
         self._idle: list[psycopg2.extensions.connection] = []
         self._slots = gevent.lock.BoundedSemaphore(max_size)
 
@@ -48,11 +58,16 @@ class ConnectionPool:
         """Borrow a connection. It goes back to the pool outside any transaction;
         a connection that failed is closed and replaced later."""
         with self._slots:
-            conn = self._idle.pop() if self._idle else connect(self.dsn)
+            conn = self._idle.pop() if self._idle else connect(
+                self.dsn, self.timeout_s, statement_timeout=True)
             try:
                 yield conn
-            except BaseException:
-                self._discard_or_reset(conn)
+            except BaseException as error:
+                if is_database_outage(error):
+                    conn.close()
+                    self.close()  # the idle ones are most likely lost as well
+                else:
+                    self._discard_or_reset(conn)
                 raise
             if conn.closed or conn.status != psycopg2.extensions.STATUS_READY:
                 self._discard_or_reset(conn)

@@ -22,7 +22,8 @@ class EventTypeCache:
         self._entries: dict[str, tuple[EventType, Timeline]] = {}
         # Bumped by every invalidation: a load that raced with one is not kept.
         self._generation = 0
-        self._listener = Listener(pool.dsn, CHANGES_CHANNEL, self._forget, self._forget_all)
+        self._listener = Listener(pool.dsn, CHANGES_CHANNEL, self._forget, self._forget_all,
+                                  pool.timeout_s)
 
     def get(self, name: str) -> tuple[EventType, Timeline] | None:
         """The event type and its active timeline, or None when there is no such event type."""

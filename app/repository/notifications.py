@@ -2,7 +2,9 @@
 
 One greenlet owns the connection. When the connection is lost and made
 again, notifications may have been missed in between: ``on_gap`` is called
-so the owner can assume everything changed.
+so the owner can assume everything changed. While the database is down the
+greenlet tries again every second, and ``ensure_listening`` answers at once
+that it is not listening, so callers fall back to reading without waiting.
 """
 
 from __future__ import annotations
@@ -15,48 +17,46 @@ import gevent.event
 import gevent.socket
 import psycopg2
 
-from app.repository.database import connect
+from app.repository.database import DEFAULT_TIMEOUT_S, connect
 
 RECONNECT_DELAY_S = 1.0
-READY_TIMEOUT_S = 5.0
 
 log = logging.getLogger(__name__)
 
 
 class Listener:
     def __init__(self, dsn: str, channel: str, on_payloads: Callable[[set[str]], None],
-                 on_gap: Callable[[], None]) -> None:
+                 on_gap: Callable[[], None], timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self._dsn = dsn
+        self._timeout_s = timeout_s
         self._channel = channel
         self._on_payloads = on_payloads
         self._on_gap = on_gap
         self._greenlet: gevent.Greenlet | None = None
-        self._listening = gevent.event.Event()
+        self._listening = False
+        # Set once the first attempt to listen succeeded or failed.
+        self._settled = gevent.event.Event()
 
     def ensure_listening(self) -> bool:
-        """Start listening if not yet; True once LISTEN is in place (waits a little for it)."""
-        self._start()
-        return self._listening.wait(READY_TIMEOUT_S)
-
-    def is_listening(self) -> bool:
-        """Whether LISTEN is in place now; starts listening if not yet, without waiting."""
-        self._start()
-        return self._listening.is_set()
-
-    def _start(self) -> None:
+        """Start listening if not yet; whether LISTEN is in place. Only the first
+        call waits, for the first attempt (at most the connect timeout)."""
         if self._greenlet is None or self._greenlet.dead:
-            self._listening.clear()
+            self._listening = False
+            self._settled.clear()
             self._greenlet = gevent.spawn(self._run)
+        self._settled.wait(self._timeout_s)
+        return self._listening
 
     def _run(self) -> None:
         while True:
             try:
-                conn = connect(self._dsn)
+                conn = connect(self._dsn, self._timeout_s)
                 try:
                     conn.autocommit = True
                     with conn.cursor() as cursor:
                         cursor.execute(f"LISTEN {self._channel}")
-                    self._listening.set()
+                    self._listening = True
+                    self._settled.set()
                     self._on_gap()
                     while True:
                         gevent.socket.wait_read(conn.fileno())
@@ -68,7 +68,8 @@ class Listener:
                 finally:
                     conn.close()
             except psycopg2.Error as error:
-                self._listening.clear()
+                self._listening = False
+                self._settled.set()
                 log.warning("listener on %s lost its connection: %s", self._channel, error)
                 self._on_gap()
                 gevent.sleep(RECONNECT_DELAY_S)

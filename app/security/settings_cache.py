@@ -42,9 +42,7 @@ class SecuritySettingsCache:
 
     def current(self) -> SecuritySettings:
         now = self._clock()
-        # The first reading waits for LISTEN, so no change slips in between.
-        listening = (self._listener.ensure_listening() if self._current is None
-                     else self._listener.is_listening())
+        listening = self._listener.ensure_listening()  # waits the first time only
         max_age = MAX_AGE_S if listening else UNHEARD_MAX_AGE_S
         if self._current is not None and now - self._read_at < max_age:
             return self._current

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from time import monotonic
 from typing import Protocol
 
+from app.dependencies import DependencyUnavailable
+
 BEFORE_FIRST = -1
 """The position before the first event of a partition: reading after it starts at offset 0."""
 
@@ -26,6 +28,10 @@ READ_TIMEOUT_S = 30.0
 
 class StorageError(Exception):
     """The storage could not do what was asked (unreachable, rejected, timed out)."""
+
+
+class StorageUnavailable(DependencyUnavailable, StorageError):
+    """The storage is down or unreachable: an outage (503), not a refusal."""
 
 
 class TopicNotFound(StorageError):

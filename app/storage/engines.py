@@ -7,8 +7,11 @@ from app.repository.database import ConnectionPool
 from app.repository.storages import Storage, get_storage, list_storages
 from app.storage.engine import StorageEngine, StorageError
 
+DEFAULT_KAFKA_TIMEOUT_S = 10.0
 
-def build_engine(storage: Storage, pool: ConnectionPool) -> StorageEngine:
+
+def build_engine(storage: Storage, pool: ConnectionPool,
+                 kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S) -> StorageEngine:
     """The engine for one storage row. A ``postgres`` storage without its own
     ``database_url`` keeps its log in the metadata database."""
     if storage.storage_type == "postgres":
@@ -16,20 +19,22 @@ def build_engine(storage: Storage, pool: ConnectionPool) -> StorageEngine:
 
         database_url = storage.configuration.get("database_url")
         if database_url and database_url != pool.dsn:
-            pool = ConnectionPool(database_url, pool.max_size)
+            pool = ConnectionPool(database_url, pool.max_size, pool.timeout_s)
         return PostgresEngine(pool)
     if storage.storage_type == "kafka":
         from app.storage.kafka import KafkaEngine
 
-        return KafkaEngine(storage.configuration["bootstrap_servers"])
+        return KafkaEngine(storage.configuration["bootstrap_servers"], timeout=kafka_timeout_s)
     raise StorageError(f"storage {storage.id} has unknown type {storage.storage_type}")
 
 
 class Engines:
     """The engines of this process, by storage id."""
 
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: ConnectionPool,
+                 kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S) -> None:
         self._pool = pool
+        self._kafka_timeout_s = kafka_timeout_s
         self._engines: dict[str, StorageEngine] = {}
 
     def get(self, storage_id: str) -> StorageEngine:
@@ -38,7 +43,8 @@ class Engines:
             storage = get_storage(self._pool, storage_id)
             if storage is None:
                 raise StorageError(f"there is no storage {storage_id}")
-            engine = self._engines[storage_id] = build_engine(storage, self._pool)
+            engine = self._engines[storage_id] = build_engine(storage, self._pool,
+                                                             self._kafka_timeout_s)
         return engine
 
     def all(self) -> dict[str, StorageEngine]:

@@ -19,12 +19,14 @@ import gevent
 import gevent.event
 import psycopg2
 
+from app.dependencies import first_line, is_database_outage
 from app.repository.database import ConnectionPool, Params
 from app.repository.notifications import Listener
 from app.storage.engine import (
     PartitionBounds,
     StorageEngine,
     StorageError,
+    StorageUnavailable,
     StoredEvent,
     TopicNotFound,
 )
@@ -57,12 +59,19 @@ FROM log_partitions p WHERE p.topic_id = %s ORDER BY p.partition
 """
 
 
+def log_error(error: psycopg2.Error) -> StorageError:
+    """The storage error a database error means: an outage, or a refused statement."""
+    if is_database_outage(error):
+        return StorageUnavailable("PostgreSQL (the postgres storage)", first_line(error))
+    return StorageError(f"PostgreSQL log: {error}".strip())
+
+
 class TopicWatch:
     """Wakes greenlets waiting for appends to a topic."""
 
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, timeout_s: float) -> None:
         self._waiters: dict[int, set[gevent.event.Event]] = defaultdict(set)
-        self._listener = Listener(dsn, CHANNEL, self._wake, self._wake_all)
+        self._listener = Listener(dsn, CHANNEL, self._wake, self._wake_all, timeout_s)
 
     def waiter(self, topic_id: int) -> gevent.event.Event:
         """An event set by the next append to the topic. Register it *before*
@@ -102,14 +111,14 @@ class PostgresEngine(StorageEngine):
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
         self._topic_ids: dict[str, int] = {}
-        self._watch = TopicWatch(pool.dsn)
+        self._watch = TopicWatch(pool.dsn, pool.timeout_s)
         self._appender = GroupAppender(pool)
 
     def _query(self, query: str, params: Params) -> list[tuple]:
         try:
             return self._pool.fetch_all(query, params)
         except psycopg2.Error as error:
-            raise StorageError(f"PostgreSQL log: {error}".strip()) from error
+            raise log_error(error) from error
 
     def _topic_id(self, topic: str, *, refresh: bool = False) -> int:
         if refresh or topic not in self._topic_ids:
@@ -137,7 +146,7 @@ class PostgresEngine(StorageEngine):
         except psycopg2.errors.UniqueViolation as error:
             raise StorageError(f"topic {topic} already exists") from error
         except psycopg2.Error as error:
-            raise StorageError(f"PostgreSQL log: {error}".strip()) from error
+            raise log_error(error) from error
         self._topic_ids[topic] = topic_id
 
     def delete_topic(self, topic: str) -> None:
@@ -149,7 +158,7 @@ class PostgresEngine(StorageEngine):
                 if row is not None:
                     cursor.execute("DELETE FROM log_events WHERE topic_id = %s", (row[0],))
         except psycopg2.Error as error:
-            raise StorageError(f"PostgreSQL log: {error}".strip()) from error
+            raise log_error(error) from error
 
     def append_many(
         self, topic: str, batches: Mapping[int, Sequence[bytes]]
@@ -166,7 +175,7 @@ class PostgresEngine(StorageEngine):
             except MissingPartitions:
                 continue
             except psycopg2.Error as error:
-                failure = StorageError(f"PostgreSQL log: {error}".strip())
+                failure = log_error(error)
                 return dict.fromkeys(batches, failure)
             return {p: list(range(first[p], first[p] + len(batches[p]))) for p in batches}
         raise TopicNotFound(f"{topic} lacks one of the partitions {sorted(batches)}")

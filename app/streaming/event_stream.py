@@ -5,7 +5,8 @@ The stream ends cleanly, pending events flushed, as soon as ``stream_limit``
 events are at hand, on ``stream_timeout``, after ``stream_keep_alive_limit``
 keep-alives in a row on every partition, when the event type is deleted, and
 when the worker shuts down. A client that goes away is noticed within a second
-even when nothing is being written.
+even when nothing is being written. When the storage fails, the events at hand
+are sent, then a last line whose ``info.debug`` says why the stream ends.
 """
 
 from __future__ import annotations
@@ -61,6 +62,10 @@ class EventStream:
             yield from self._run()
         except StorageError as error:
             log.warning("stream of %s ended by the storage: %s", self._timeline.event_type, error)
+            yield from self._lines(self._batcher.pending_batches())
+            partition = min(self._positions)
+            cursor = client_cursor(self._timeline, partition, self._positions[partition])
+            yield batch_line(cursor, [], {"debug": f"the stream ends: {error}"})
         finally:
             self._reader.close()
 

@@ -117,3 +117,39 @@ def test_requests_gunicorn_refuses_get_problems_too(base_url, event_type, reques
     assert b"Content-Type: application/problem+json" in lines
     problem = json.loads(body)
     assert problem["status"] == int(status) and problem["detail"]
+
+
+def _schema_with(schema: dict) -> dict:
+    return {"type": "json_schema", "schema": json.dumps(schema)}
+
+
+@pytest.mark.parametrize("where", ["pattern", "patternProperties"])
+def test_a_catastrophic_pattern_does_not_hold_the_worker(base_url, where):
+    """``^(a+)+$`` backtracks for seconds in Python's ``re``: published events are
+    matched in linear time, so the answer comes as for any other event."""
+    catastrophic = r"^(a+)+$"
+    properties = {"order_number": {"type": "string"}}
+    if where == "pattern":
+        schema = {"properties": {**properties, "code": {"type": "string",
+                                                         "pattern": catastrophic}}}
+        bad, good = {"code": "a" * 40 + "!"}, {"code": "aaaa"}
+    else:
+        # The attack is a property name; a name that matches must hold a string.
+        schema = {"properties": properties,
+                  "patternProperties": {catastrophic: {"type": "string"}}}
+        bad, good = {"aaaa": 1}, {"a" * 40 + "!": 1}
+    name = new_event_type(base_url, schema=_schema_with(schema), compatibility_mode="forward")
+    response = post(base_url, name, [business_event(**bad)], timeout=10)
+    assert response.status_code == 422, response.text
+    assert response.json()[0]["publishing_status"] == "failed"
+    assert post(base_url, name, [business_event(**good)], timeout=10).status_code == 200
+
+
+@pytest.mark.parametrize("pattern", [r"^(a)\1$", r"^a(?=b)"])
+def test_a_pattern_that_cannot_be_matched_in_linear_time_is_refused(base_url, pattern):
+    schema = {"properties": {"code": {"type": "string", "pattern": pattern}}}
+    response = requests.post(base_url + "/event-types", json={
+        "name": "hostile.pattern", "owning_application": "order-service",
+        "category": "undefined", "schema": _schema_with(schema)})
+    detail = assert_problem(response, 422)["detail"]
+    assert "#/properties/code/pattern" in detail and "linear time" in detail

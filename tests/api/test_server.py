@@ -13,7 +13,7 @@ from tests.api.conftest import assert_problem, start_gunicorn, stop_gunicorn
 
 def test_health_lists_every_dependency(base_url):
     response = requests.get(base_url + "/health")
-    assert response.status_code == 200
+    assert response.status_code == 200, response.text
     assert response.json() == {
         "status": "OK",
         "dependencies": {"postgresql": "up", "zookeeper": "up",

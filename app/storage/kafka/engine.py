@@ -8,7 +8,8 @@ from typing import Any
 
 from confluent_kafka import KafkaError, TopicPartition
 
-from app.storage.engine import PartitionBounds, StorageEngine, StorageError
+from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StorageUnavailable
+from app.storage.kafka.availability import BrokerAvailability
 from app.storage.kafka.bounds import partition_bounds
 from app.storage.kafka.clients import STREAM_FETCH_WAIT_MS, Clients
 from app.storage.kafka.producer import Appender
@@ -51,6 +52,7 @@ class KafkaEngine(StorageEngine):
         self._clients = Clients(bootstrap_servers, client_config or {}, self._client_error)
         self._topics = Topics(self._clients, self._threads, timeout)
         self._appender = Appender(self._clients, self._threads, timeout)
+        self._availability = BrokerAvailability(self._topics, self._threads)
         self._readers: set[KafkaStreamReader] = set()
 
     # -- topics ---------------------------------------------------------------
@@ -73,29 +75,37 @@ class KafkaEngine(StorageEngine):
         """Produce every partition's events, then wait once for all acknowledgements;
         each partition succeeds or fails on its own."""
         batches = {partition: payloads for partition, payloads in batches.items() if payloads}
+        self._availability.raise_if_down()
         for partition in batches:
             self._topics.check_partition(topic, partition)
         results = self._appender.append_many(topic, batches)
         if any(isinstance(result, StorageError) for result in results.values()):
+            if self._availability.down:  # not acknowledged because the brokers went away
+                return {partition: StorageUnavailable("Kafka (the kafka storage)", str(result))
+                        if isinstance(result, StorageError) else result
+                        for partition, result in results.items()}
             self._topics.raise_if_gone(topic)
         return results
 
     # -- reading --------------------------------------------------------------
 
     def reader(self, topic: str, positions: Mapping[int, int]) -> KafkaStreamReader:
+        self._availability.raise_if_down()
         for partition in positions:
             self._topics.check_partition(topic, partition)
         assignment = [TopicPartition(topic, p, after + 1) for p, after in positions.items()]
         consumer = self._threads.run(
             topic, self._clients.consumer, assignment, STREAM_FETCH_WAIT_MS)
         reader = KafkaStreamReader(
-            self._threads, consumer, topic, positions, self._readers.discard)
+            self._threads, consumer, topic, positions, self._readers.discard,
+            self._availability.raise_if_down)
         self._readers.add(reader)
         return reader
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
         # Fresh metadata: a topic deleted by another process is noticed now, rather
         # than when the offset requests time out.
+        self._availability.raise_if_down()
         self._topics.raise_if_gone(topic)
         partitions = range(self._topics.partition_count(topic))
         try:
@@ -108,6 +118,7 @@ class KafkaEngine(StorageEngine):
     # -- health and lifecycle -------------------------------------------------
 
     def check(self) -> None:
+        self._availability.raise_if_down()
         self._topics.check()
 
     def close(self) -> None:
@@ -123,4 +134,5 @@ class KafkaEngine(StorageEngine):
     def _client_error(self, error: KafkaError) -> None:
         """librdkafka's error callback. It runs on whichever thread serves the
         client, so the logging happens on the hub."""
+        self._availability.client_error(error)
         self._threads.call_on_hub(log.warning, "kafka client error: %s", error)

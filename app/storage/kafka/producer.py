@@ -4,6 +4,11 @@ An append produces its whole batch and then waits for all delivery reports
 (producing one event at a time and waiting for each is many times slower).
 The reports run on a dedicated poll thread; the last report of an append wakes
 its greenlet through the hub's thread-safe callback queue.
+
+An append that is not acknowledged in time, or a fatal producer error, retires
+the producer: the next append starts a new one. An idempotent producer keeps
+sequence numbers that a restarted broker no longer knows, and would otherwise
+never be acknowledged again.
 """
 
 from __future__ import annotations
@@ -56,6 +61,17 @@ class _Delivery:
             self._loop.run_callback_threadsafe(self.done.set)
 
 
+class _Running:
+    """One producer and whether its poll thread should stop."""
+
+    __slots__ = ("poller", "producer", "stopping")
+
+    def __init__(self, producer: Producer) -> None:
+        self.producer = producer
+        self.stopping = False
+        self.poller: gevent.event.AsyncResult[Outcome[None]] | None = None
+
+
 class Appender:
     """Produces batches and waits for their acknowledgements. The producer and
     its poll thread start on the first append."""
@@ -64,16 +80,16 @@ class Appender:
         self._clients = clients
         self._threads = threads
         self._timeout = timeout
-        self._producer: Producer | None = None
-        self._poller: gevent.event.AsyncResult[Outcome[None]] | None = None
-        self._stopping = False
+        self._running: _Running | None = None
+        self._retired: list[_Running] = []
 
     def append_many(
         self, topic: str, batches: Mapping[int, Sequence[bytes]]
     ) -> dict[int, list[int] | StorageError]:
         """Produce every partition's events (none empty), then wait once for all
         acknowledgements; each partition succeeds or fails on its own."""
-        producer = self._started_producer()
+        running = self._started_producer()
+        producer = running.producer
         deadline = monotonic() + self._timeout
         loop = gevent.get_hub().loop
         deliveries = {p: _Delivery(len(payloads), loop) for p, payloads in batches.items()}
@@ -102,8 +118,11 @@ class Appender:
             if not delivery.done.wait(max(0.0, deadline - monotonic())):
                 results[partition] = StorageError(
                     f"{topic}/{partition}: not acknowledged within {self._timeout:g} s")
+                self._retire(running)
             elif delivery.error is not None:
                 results[partition] = storage_error(delivery.error, f"{topic}/{partition}")
+                if delivery.error.fatal():
+                    self._retire(running)
             else:
                 # Reports of one partition arrive in offset order, and payloads were
                 # produced in order; sorting keeps that true even if reports were reordered.
@@ -111,22 +130,34 @@ class Appender:
         return results
 
     def close(self) -> None:
-        """Stop the poll thread once it flushed what is still queued."""
-        if self._poller is not None:
-            self._stopping = True
-            unwrap(self._poller.get())
+        """Stop the poll threads once they flushed what is still queued."""
+        if self._running is not None:
+            self._retire(self._running)
+        for running in self._retired:
+            if running.poller is not None:
+                unwrap(running.poller.get())
+        self._retired = []
 
-    def _started_producer(self) -> Producer:
+    def _retire(self, running: _Running) -> None:
+        """Let the producer's thread flush and close it; appends start a new one."""
+        running.stopping = True
+        self._retired = [r for r in self._retired if r.poller is None or not r.poller.ready()]
+        if self._running is running:
+            self._running = None
+            self._retired.append(running)
+
+    def _started_producer(self) -> _Running:
         self._threads.ensure_running()
-        if self._producer is None:
-            self._producer = self._clients.producer(self._timeout)
-            self._poller = self._threads.spawn(self._serve_deliveries, self._producer)
-        return self._producer
+        if self._running is None:
+            running = self._running = _Running(self._clients.producer(self._timeout))
+            running.poller = self._threads.spawn(self._serve_deliveries, running)
+        return self._running
 
-    def _serve_deliveries(self, producer: Producer) -> None:
+    def _serve_deliveries(self, running: _Running) -> None:
         """The producer's poll thread: delivery reports run here until the engine
-        closes; then the last ones are flushed and the producer is closed."""
-        while not self._stopping:
+        closes or retires it; then the last ones are flushed and the producer is closed."""
+        producer = running.producer
+        while not running.stopping:
             producer.poll(POLL_INTERVAL_S)
         producer.flush(self._timeout)
         producer.purge()

@@ -30,7 +30,8 @@ class KafkaStreamReader:
     Only one thing touches the consumer at a time: the hub drains what is
     already fetched (never waits) while no pool thread waits on it, and the
     pool threads that wait or close take ``_lock``. ``on_close`` runs once,
-    when the reader closes."""
+    when the reader closes; ``raise_if_down`` ends a poll that would wait on
+    brokers known to be down."""
 
     def __init__(
         self,
@@ -39,12 +40,14 @@ class KafkaStreamReader:
         topic: str,
         positions: Mapping[int, int],
         on_close: Callable[[KafkaStreamReader], None],
+        raise_if_down: Callable[[], None] = lambda: None,
     ) -> None:
         self._threads = threads
         self._consumer = consumer
         self.topic = topic
         self._next = {partition: after + 1 for partition, after in positions.items()}
         self._on_close = on_close
+        self._raise_if_down = raise_if_down
         self._lock = _allocate_native_lock()
         self._waiting: gevent.event.AsyncResult[Outcome[list[Message]]] | None = None
         self._closed = False
@@ -62,6 +65,7 @@ class KafkaStreamReader:
                 remaining = deadline - monotonic()
                 if events or remaining <= 0:
                     return events
+                self._raise_if_down()  # nothing more will come: end the stream now
                 self._waiting = self._threads.spawn(
                     self._wait_for_one, min(remaining, WAIT_SLICE_S)
                 )

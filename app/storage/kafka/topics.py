@@ -70,9 +70,9 @@ class Topics:
         self._partitions.pop(topic, None)
         self.partition_count(topic)
 
-    def check(self) -> None:
-        """Raise ``StorageError`` when the broker does not answer."""
-        self._threads.run("the kafka broker", self._admin().list_topics, timeout=CHECK_TIMEOUT_S)
+    def check(self, timeout: float = CHECK_TIMEOUT_S) -> None:
+        """Raise ``StorageError`` when the broker does not answer within ``timeout``."""
+        self._threads.run("the kafka broker", self._admin().list_topics, timeout=timeout)
 
     def close(self) -> None:
         self._admin_client = None

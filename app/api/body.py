@@ -1,0 +1,67 @@
+"""The JSON body of a request as clients send it: declared ``application/json``,
+possibly gzip-compressed (Nakadi undoes gzip on every POST, and clients such as
+fahrschein compress all their POSTs once told to), bounded in size, and parsed
+by the application's strict rules (``app.input_guard``)."""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any
+
+from flask import current_app, request
+
+from app.api.params import require_json_content_type
+from app.problems import Problem
+from app.strict_json import InvalidJson
+
+GZIP_ENCODINGS = ("gzip", "x-gzip")  # RFC 9110: x-gzip is gzip
+
+
+class GzipInvalid(ValueError):
+    """The bytes are not a complete gzip stream."""
+
+
+def gunzip(data: bytes, limit: int) -> bytes:
+    """Every member of a gzip stream, decompressed; stops after ``limit + 1`` bytes
+    so that a small body cannot expand without bound."""
+    out = bytearray()
+    while True:
+        inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+        try:
+            out += inflater.decompress(data, limit + 1 - len(out))
+        except zlib.error as error:
+            raise GzipInvalid(f"the body is not valid gzip: {error}") from None
+        if len(out) > limit:
+            return bytes(out)
+        if not inflater.eof:
+            raise GzipInvalid("the gzip body is truncated")
+        data = inflater.unused_data.lstrip(b"\0")  # gzip allows zero padding between members
+        if not data:
+            return bytes(out)
+
+
+def json_body() -> Any:
+    """The request body's JSON value: a 400 saying why when it is not standard JSON
+    or holds a NUL character, and the statuses of ``json_bytes``."""
+    try:
+        return current_app.json.loads(json_bytes(current_app.config["MAX_CONTENT_LENGTH"]))
+    except InvalidJson as error:
+        raise Problem(400, f"the body is not valid JSON: {error}") from None
+
+
+def json_bytes(limit: int) -> bytes:
+    """The request body, gunzipped when sent with ``Content-Encoding: gzip``: a 415 for
+    another type or encoding, a 400 for broken gzip, a 413 above ``limit`` bytes."""
+    require_json_content_type()
+    body = request.get_data(cache=False)
+    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    if encoding in GZIP_ENCODINGS:
+        try:
+            body = gunzip(body, limit)
+        except GzipInvalid as error:
+            raise Problem(400, str(error)) from None
+    elif encoding not in ("identity", ""):
+        raise Problem(415, f"Content-Encoding '{encoding}' is not supported; use gzip")
+    if len(body) > limit:
+        raise Problem(413, f"the request body is larger than {limit} bytes; send less at once")
+    return body

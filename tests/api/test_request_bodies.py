@@ -1,0 +1,95 @@
+"""Request bodies as real clients send them: gzip on every POST with a JSON body
+(fahrschein compresses all its POSTs once told to), ``x-gzip``, several gzip
+members, and bodies over the size limit."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import uuid
+
+import pytest
+import requests
+
+from app.config import Settings
+from tests.api.conftest import assert_problem
+
+GZIP = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
+
+
+@pytest.fixture
+def event_type(base_url):
+    """A business event type with one partition that holds three events."""
+    name = f"bodies.test-{uuid.uuid4().hex[:10]}"
+    response = requests.post(f"{base_url}/event-types", json={
+        "name": name, "owning_application": "audit", "category": "business",
+        "enrichment_strategies": ["metadata_enrichment"], "partition_strategy": "random",
+        "schema": {"type": "json_schema", "schema": "{}"}})
+    assert response.status_code == 201, response.text
+    assert publish(base_url, name, json.dumps(events(3)).encode(),
+                   {"Content-Type": "application/json"}).status_code == 200
+    yield name
+    requests.delete(f"{base_url}/event-types/{name}")
+
+
+def events(count: int) -> list[dict]:
+    return [{"metadata": {"eid": str(uuid.uuid4()), "occurred_at": "2026-11-22T10:00:00Z"}}
+            for _ in range(count)]
+
+
+def publish(base_url: str, name: str, body: bytes, headers: dict[str, str]):
+    return requests.post(f"{base_url}/event-types/{name}/events", data=body, headers=headers)
+
+
+def newest_offset(base_url: str, name: str) -> str:
+    return requests.get(f"{base_url}/event-types/{name}/partitions/0").json()[
+        "newest_available_offset"]
+
+
+@pytest.mark.parametrize(("operation", "body", "expected"), [
+    ("cursors-lag", [{"partition": "0", "offset": "begin"}],
+     lambda answer: answer[0]["unconsumed_events"] == 3),
+    ("cursor-distances", [{"initial_cursor": {"partition": "0", "offset": "begin"},
+                           "final_cursor": {"partition": "0", "offset": "BEGIN"}}],
+     lambda answer: answer[0]["distance"] == 0),
+    ("shifted-cursors", [{"partition": "0", "offset": "begin", "shift": 1}],
+     lambda answer: answer[0]["partition"] == "0"),
+])
+def test_cursor_operations_accept_gzip_bodies(base_url, event_type, operation, body, expected):
+    response = requests.post(f"{base_url}/event-types/{event_type}/{operation}",
+                             data=gzip.compress(json.dumps(body).encode()), headers=GZIP)
+    assert response.status_code == 200, response.text
+    assert expected(response.json())
+
+
+def test_x_gzip_is_gzip(base_url, event_type):
+    before = newest_offset(base_url, event_type)
+    response = publish(base_url, event_type, gzip.compress(json.dumps(events(2)).encode()),
+                       {"Content-Type": "application/json", "Content-Encoding": "x-gzip"})
+    assert response.status_code == 200, response.text
+    assert newest_offset(base_url, event_type) > before
+
+
+def test_every_gzip_member_is_read(base_url, event_type):
+    """A gzip body may hold several members (concatenated streams); the body is all of them."""
+    text = json.dumps(events(2)).encode()
+    half = len(text) // 2
+    body = gzip.compress(text[:half]) + gzip.compress(text[half:])
+    assert publish(base_url, event_type, body, GZIP).status_code == 200
+    lag = requests.post(f"{base_url}/event-types/{event_type}/cursors-lag",
+                        json=[{"partition": "0", "offset": "begin"}]).json()
+    assert lag[0]["unconsumed_events"] == 5
+
+
+def test_bytes_after_the_gzip_body_are_a_400(base_url, event_type):
+    body = gzip.compress(json.dumps(events(1)).encode()) + b"trailing"
+    assert "gzip" in assert_problem(publish(base_url, event_type, body, GZIP), 400)["detail"]
+
+
+def test_a_body_over_the_limit_is_a_413_naming_the_limit(base_url, event_type):
+    limit = Settings.from_env().max_batch_bytes
+    zeros = b"[" + b" " * limit + b"]"
+    for body, headers in ((gzip.compress(zeros), GZIP),
+                          (zeros, {"Content-Type": "application/json"})):
+        problem = assert_problem(publish(base_url, event_type, body, headers), 413)
+        assert str(limit) in problem["detail"]

@@ -1,0 +1,102 @@
+"""The fault suite's own services and broker: killing them leaves the session's
+stack alone. One private stack for the package; every test brings back what it
+killed before it ends."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import psycopg2
+import pytest
+
+from deploy.localstack import LocalStack, ServiceFailed, free_port
+from sql.migrate import migrate
+from tests.api.conftest import start_gunicorn, stop_gunicorn, wait_until_serving
+
+DATABASE_TIMEOUT_S = "2"
+
+
+@dataclass
+class FaultStack:
+    """The private services, and the gunicorn serving them."""
+
+    stack: LocalStack
+    env: dict[str, str]
+    url: str
+    gunicorn: subprocess.Popen
+
+    def sql(self, query: str) -> None:
+        conn = psycopg2.connect(self.env["NAKADI_DATABASE_URL"])
+        try:
+            with conn, conn.cursor() as cursor:
+                cursor.execute(query)
+        finally:
+            conn.close()
+
+    def kill(self, name: str, sig: int = signal.SIGKILL) -> None:
+        """Signal every process of the service (its whole session: a kill -9 of
+        PostgreSQL takes its backends too)."""
+        service = next(s for s in self.stack.services if s.name == name)
+        os.killpg(service.process.pid, sig)
+        service.process.wait(10)
+        self.stack.services.remove(service)
+
+    def restart(self, name: str) -> None:
+        """Start the service again on its port, with its data; retried while the
+        port or shared memory of the killed one is still being released."""
+        start: Callable[[], str] = {
+            "postgres": self.stack.start_postgres,
+            "zookeeper": self.stack.start_zookeeper,
+            "broker": self.stack.start_broker,
+        }[name]
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                start()
+                return
+            except ServiceFailed:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+
+def worker_pids(master: int) -> list[int]:
+    """The gunicorn workers of a master process."""
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+@pytest.fixture(scope="package")
+def faults(tmp_path_factory) -> Iterator[FaultStack]:
+    data_dir = Path(tempfile.mkdtemp(prefix="nakadi-faults-"))
+    data_dir.chmod(0o755)  # PostgreSQL runs as its own user when we are root
+    stack = LocalStack(data_dir, free_port(), free_port(), free_port())
+    env = stack.start({})
+    conn = psycopg2.connect(env["NAKADI_DATABASE_URL"])
+    migrate(conn)
+    conn.close()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")} | env | {
+        "NAKADI_ZOOKEEPER_ROOT": "/nakadi-faults",
+        "NAKADI_DATABASE_TIMEOUT_S": DATABASE_TIMEOUT_S,
+        "NAKADI_ZOOKEEPER_TIMEOUT_S": "4",
+        "NAKADI_KAFKA_TIMEOUT_S": "5",
+    }
+    port = free_port()
+    log = tmp_path_factory.mktemp("faults") / "gunicorn.log"
+    process = start_gunicorn(env, port, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(process, url, log)
+        yield FaultStack(stack, env, url, process)
+    finally:
+        stop_gunicorn(process)
+        stack.stop()
+        shutil.rmtree(data_dir, ignore_errors=True)

@@ -1,0 +1,183 @@
+"""Publish and stream load for the fault suite: threads that keep the broker busy
+and record every answer, so a test can say what clients saw during an outage
+and check afterwards that every acknowledged event is there exactly once."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+
+import requests
+
+from tests.helpers.broker import business_event
+
+CLIENT_TIMEOUT_S = 6.0
+"""A request not answered by then counts as a hang."""
+
+
+@dataclass
+class Answer:
+    """One request as the client saw it."""
+
+    started: float
+    took: float
+    status: int | None  # None: no HTTP answer (connection refused or reset, timeout)
+    content_type: str = ""
+    retry_after: str | None = None
+    detail: str = ""
+    error: str = ""
+
+
+def _answer(started: float, response: requests.Response) -> Answer:
+    detail = ""
+    if response.headers.get("Content-Type") == "application/problem+json":
+        detail = response.json().get("detail", "")
+    return Answer(started, time.monotonic() - started, response.status_code,
+                  response.headers.get("Content-Type", ""),
+                  response.headers.get("Retry-After"), detail)
+
+
+def _failure(started: float, error: Exception) -> Answer:
+    return Answer(started, time.monotonic() - started, None, error=type(error).__name__)
+
+
+@dataclass(eq=False)
+class Publisher(threading.Thread):
+    """Publishes batches of ``batch`` events, one request at a time, until stopped.
+    Each event's ``amount`` is its place in the publishing order."""
+
+    url: str
+    event_type: str
+    batch: int = 20
+    answers: list[Answer] = field(default_factory=list)
+    acknowledged: list[str] = field(default_factory=list)
+    stop_event: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        threading.Thread.__init__(self, daemon=True)
+        self._next = 0
+
+    def run(self) -> None:
+        endpoint = f"{self.url}/event-types/{self.event_type}/events"
+        with requests.Session() as session:
+            while not self.stop_event.is_set():
+                events = [business_event(self._next + i) for i in range(self.batch)]
+                self._next += self.batch
+                started = time.monotonic()
+                try:
+                    response = session.post(endpoint, json=events, timeout=CLIENT_TIMEOUT_S)
+                except requests.RequestException as error:
+                    self.answers.append(_failure(started, error))
+                    session.close()
+                    time.sleep(0.05)
+                    continue
+                self.answers.append(_answer(started, response))
+                if response.status_code == 200:
+                    self.acknowledged += [event["metadata"]["eid"] for event in events]
+                else:
+                    time.sleep(0.05)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(CLIENT_TIMEOUT_S * 2)
+
+    def ok_since(self, moment: float) -> bool:
+        """Whether a publish started after ``moment`` was acknowledged."""
+        return any(a.status == 200 and a.started >= moment for a in list(self.answers))
+
+
+@dataclass(eq=False)
+class Streamer(threading.Thread):
+    """Keeps a low-level stream of the event type open, opening it again whenever
+    it ends; records the answer to each opening and each stream's last line."""
+
+    url: str
+    event_type: str
+    answers: list[Answer] = field(default_factory=list)
+    last_lines: list[dict] = field(default_factory=list)
+    events_seen: int = 0
+    stop_event: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        threading.Thread.__init__(self, daemon=True)
+
+    def run(self) -> None:
+        endpoint = f"{self.url}/event-types/{self.event_type}/events"
+        while not self.stop_event.is_set():
+            started = time.monotonic()
+            try:
+                with requests.get(endpoint, params={"batch_flush_timeout": "1",
+                                                    "stream_timeout": "5"},
+                                  stream=True, timeout=CLIENT_TIMEOUT_S) as response:
+                    self.answers.append(_answer(started, response))
+                    if response.status_code != 200:
+                        time.sleep(0.1)
+                        continue
+                    last: dict = {}
+                    for line in response.iter_lines():
+                        if line:
+                            last = json.loads(line)
+                            self.events_seen += len(last.get("events", []))
+                    self.last_lines.append(last)
+            except requests.RequestException as error:
+                self.answers.append(_failure(started, error))
+                time.sleep(0.1)
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join(CLIENT_TIMEOUT_S * 2)
+
+    def opened_since(self, moment: float) -> bool:
+        return any(a.status == 200 and a.started >= moment for a in list(self.answers))
+
+
+def read_everything(url: str, event_type: str, partitions: int) -> dict[int, list[dict]]:
+    """Every event of the event type, by partition in stream order, read from begin
+    until each partition went quiet."""
+    cursors = [{"partition": str(p), "offset": "begin"} for p in range(partitions)]
+    response = requests.get(
+        f"{url}/event-types/{event_type}/events",
+        params={"batch_limit": "1000", "batch_flush_timeout": "1", "stream_keep_alive_limit": "2",
+                "stream_timeout": "60"},
+        headers={"X-Nakadi-Cursors": json.dumps(cursors)}, stream=True, timeout=70)
+    assert response.status_code == 200, response.text
+    found: dict[int, list[dict]] = {p: [] for p in range(partitions)}
+    for line in response.iter_lines():
+        if line:
+            batch = json.loads(line)
+            found[int(batch["cursor"]["partition"])] += batch.get("events", [])
+    return found
+
+
+def check_exactly_once_in_order(acknowledged: list[str], found: dict[int, list[dict]]) -> None:
+    """Every acknowledged event is stored exactly once, and in each partition the
+    events keep the order they were published in."""
+    eids = [event["metadata"]["eid"] for events in found.values() for event in events]
+    counts: dict[str, int] = {}
+    for eid in eids:
+        counts[eid] = counts.get(eid, 0) + 1
+    missing = [eid for eid in acknowledged if eid not in counts]
+    twice = [eid for eid in acknowledged if counts.get(eid, 0) > 1]
+    assert not missing, f"{len(missing)} of {len(acknowledged)} acknowledged events are missing"
+    assert not twice, f"{len(twice)} acknowledged events are stored more than once"
+    for partition, events in found.items():
+        amounts = [event["amount"] for event in events]
+        assert amounts == sorted(amounts), f"partition {partition} is out of publishing order"
+
+
+def new_fault_event_type(url: str, partitions: int = 4) -> str:
+    """A business event type for load (random partitioning over ``partitions``)."""
+    name = f"faults.test-{uuid.uuid4().hex[:10]}"
+    body = {
+        "name": name, "owning_application": "faults", "category": "business",
+        "enrichment_strategies": ["metadata_enrichment"],
+        "schema": {"type": "json_schema", "schema": json.dumps({"type": "object"})},
+        "default_statistic": {"messages_per_minute": 100, "message_size": 100,
+                              "read_parallelism": partitions, "write_parallelism": partitions},
+    }
+    response = requests.post(url + "/event-types", json=body, timeout=CLIENT_TIMEOUT_S)
+    assert response.status_code == 201, response.text
+    return name
