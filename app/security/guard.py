@@ -9,6 +9,7 @@ the token-info service cannot tell, 403 naming what the caller lacks.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
@@ -18,6 +19,7 @@ from app.domain.event_type import EventType
 from app.domain.security import AdminPermission, Feature
 from app.domain.subscription import Subscription
 from app.problems import Problem, problem_response
+from app.repository import subscriptions
 from app.security.authentication import AuthenticationUnavailable, Unauthenticated
 from app.security.policy import Decision, Operation, Policy
 from app.security.service import Security
@@ -26,6 +28,8 @@ from app.security.subjects import Subject
 from app.services import services
 
 OPEN_PATHS = frozenset({"/health"})
+STREAM_CHECK_INTERVAL_S = 1.0
+SUBSCRIPTION_CHECK_INTERVAL_S = 5.0
 REALM = "nakadi"
 
 View = TypeVar("View", bound=Callable[..., object])
@@ -142,10 +146,48 @@ def feature_enabled(feature: Feature) -> bool:
     return current_policy().settings.is_enabled(feature)
 
 
+def _at_most_every(interval_s: float, check: Callable[[], bool]) -> Callable[[], bool]:
+    """``check``, asked again only once ``interval_s`` passed since it was last asked;
+    once False it stays False."""
+    asked_at, allowed = float("-inf"), True
+
+    def throttled() -> bool:
+        nonlocal asked_at, allowed
+        now = time.monotonic()
+        if allowed and now - asked_at >= interval_s:
+            asked_at, allowed = now, check()
+        return allowed
+    return throttled
+
+
 def consumer_still_allowed(event_types: Sequence[str]) -> Callable[[], bool]:
-    """For an open stream, checked while it runs: whether its event types all still exist
-    and the caller still reads them without being blacklisted. It runs outside the
-    request, so it keeps what it needs of it."""
+    """For an open stream, checked while it runs (at most every STREAM_CHECK_INTERVAL_S):
+    whether its event types all still exist and the caller still reads them without
+    being blacklisted. It runs outside the request, so it keeps what it needs of it."""
+    return _at_most_every(STREAM_CHECK_INTERVAL_S, _consumer_check(event_types))
+
+
+def subscription_reader_still_allowed(subscription: Subscription) -> Callable[[], bool]:
+    """``consumer_still_allowed`` for a subscription stream, which also needs its reader
+    to stay one of the subscription's readers (re-read every SUBSCRIPTION_CHECK_INTERVAL_S)."""
+    current, subject = services(), current_subject()
+    consumer = _consumer_check(subscription.event_types)
+
+    def subscription_reader() -> bool:
+        stored = subscriptions.get_subscription(current.pool, subscription.id)
+        if stored is None:
+            return True  # a deleted subscription ends its streams by itself
+        decision = current.security.policy(subject).subscription(
+            stored.id, stored.authorization, Operation.READ)
+        if not decision:
+            log.info("closing a stream of subscription %s: %s", stored.id, decision.reason)
+        return bool(decision)
+
+    reader = _at_most_every(SUBSCRIPTION_CHECK_INTERVAL_S, subscription_reader)
+    return _at_most_every(STREAM_CHECK_INTERVAL_S, lambda: consumer() and reader())
+
+
+def _consumer_check(event_types: Sequence[str]) -> Callable[[], bool]:
     current, subject = services(), current_subject()
 
     def still_allowed() -> bool:
