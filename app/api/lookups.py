@@ -1,16 +1,24 @@
 """What several endpoints look up first: the event type with its active timeline
-(404 when there is none) and the available range of its partitions."""
+(404 when there is none) and the available range of its partitions; the
+subscription (404) with its partitions."""
 
 from __future__ import annotations
 
 import logging
 
 from app.domain.event_type import EventType
+from app.domain.subscription import Subscription
 from app.domain.timeline import Timeline
 from app.problems import Problem
 from app.repository.event_types import event_type_with_timeline
+from app.repository.subscriptions import get_subscription
 from app.services import services
 from app.storage.engine import PartitionBounds, StorageError, StorageUnavailable
+from app.subscriptions.partitions import (
+    EventTypeGone,
+    SubscriptionPartitions,
+    subscription_partitions,
+)
 
 log = logging.getLogger(__name__)
 
@@ -38,3 +46,26 @@ def partition_bounds(timeline: Timeline) -> dict[int, PartitionBounds]:
         raise Problem(503, f"The storage '{timeline.storage_id}' did not report the offsets of "
                            f"'{timeline.event_type}'; try again later.") from None
     return {available.partition: available for available in bounds}
+
+
+def subscription_or_404(subscription_id: str) -> Subscription:
+    found = get_subscription(services().pool, subscription_id)
+    if found is None:
+        raise Problem(404, f"Subscription '{subscription_id}' does not exist.")
+    return found
+
+
+def subscription_partitions_of(subscription: Subscription) -> SubscriptionPartitions:
+    """The active timelines of the subscription's event types."""
+    try:
+        return subscription_partitions(subscription, services().event_types.get)
+    except EventTypeGone as gone:
+        raise Problem(422, f"the event type '{gone}' of this subscription no longer exists; "
+                           "create a subscription without it") from None
+
+
+def subscription_bounds(partitions: SubscriptionPartitions
+                        ) -> dict[str, dict[int, PartitionBounds]]:
+    """The available range of every partition of a subscription, read once."""
+    return {name: partition_bounds(timeline) for name, timeline in partitions.timelines.items()}
+

@@ -4,7 +4,7 @@ Problem naming what to fix."""
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from urllib.parse import urlencode
 
 from flask import request
@@ -16,9 +16,10 @@ INTEGER = re.compile(r"-?[0-9]+")
 
 
 def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
-              status: int = 400) -> int:
-    """An integer query parameter within bounds; otherwise a Problem of ``status``."""
-    raw = request.args.get(name)
+              status: int = 400, source: Mapping[str, str] | None = None) -> int:
+    """An integer query parameter (or value of ``source``) within bounds; otherwise
+    a Problem of ``status``."""
+    raw = (request.args if source is None else source).get(name)
     if raw is None or raw == "":
         return default
     if INTEGER.fullmatch(raw) is None:

@@ -1,1 +1,2 @@
-"""Subscriptions: their CRUD rules (crud.py) and JSON form (body.py)."""
+"""Subscriptions: CRUD rules (crud.py) and JSON form (body.py); the stream state
+machine (stream.py), commits, stats, and the rebalancing decision (rebalance.py)."""

@@ -19,6 +19,7 @@ from kazoo.exceptions import KazooException
 
 from app.api.lookups import partition_bounds
 from app.coordination.subscription_nodes import remove_subscription_state
+from app.coordination.subscription_state import SubscriptionState
 from app.coordination.zookeeper import ZooKeeperUnavailable
 from app.cursors import BEGIN, CursorInvalid, is_partition, resolve
 from app.domain.subscription import InitialCursor, ReadFrom, Subscription
@@ -31,6 +32,8 @@ from app.subscriptions.body import (
     parse_body,
     subscription_view,
 )
+from app.subscriptions.partitions import EventTypeGone, subscription_partitions
+from app.subscriptions.stats import subscription_status
 
 DEFAULT_CONSUMER_GROUP = "default"
 DEFAULT_READ_FROM: ReadFrom = "end"
@@ -180,9 +183,22 @@ def list_subscriptions(owning_application: str | None, event_types: Sequence[str
 
 def listed_views(subscriptions: Sequence[Subscription], show_status: bool
                  ) -> list[dict[str, Any]]:
-    """The items of a listing. ``show_status`` is accepted; adding each subscription's
-    ``status`` belongs to the streaming side, which owns that state."""
-    return [subscription_view(subscription) for subscription in subscriptions]
+    """The items of a listing; with ``show_status`` each has the ``status`` of its
+    partitions (who streams them)."""
+    views = [subscription_view(subscription) for subscription in subscriptions]
+    if show_status:
+        for view, subscription in zip(views, subscriptions, strict=True):
+            view["status"] = _status(subscription)
+    return views
+
+
+def _status(subscription: Subscription) -> list[dict[str, Any]]:
+    try:
+        partitions = subscription_partitions(subscription, services().event_types.get)
+    except EventTypeGone:
+        return []
+    return subscription_status(subscription, partitions,
+                               SubscriptionState(services().zookeeper, subscription.id))
 
 
 def _changed_fields(stored: Subscription, parsed: SubscriptionBody) -> list[str]:

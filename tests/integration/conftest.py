@@ -5,6 +5,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from app.coordination.zookeeper import ZooKeeper
 from app.repository.database import ConnectionPool
 from app.repository.storages import get_storage
 from app.storage.engine import StorageEngine
@@ -33,3 +34,12 @@ def postgres_engine(pool):
     engine = build_engine(get_storage(pool, "postgres"), pool)
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def zookeeper(settings):
+    """A ZooKeeper client of the session's ensemble, as a worker has it."""
+    connection = ZooKeeper(settings.zookeeper, settings.zookeeper_root,
+                           settings.zookeeper_timeout_s)
+    yield connection.client()
+    connection.close()

@@ -1,0 +1,120 @@
+"""``/subscriptions/{id}/events``: a subscription stream (GET), or one reading
+partitions it names (POST, "GET with body")."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from flask import Blueprint, Response, request
+
+from app.api.body import json_body
+from app.api.lookups import (
+    subscription_bounds,
+    subscription_or_404,
+    subscription_partitions_of,
+)
+from app.api.params import int_param
+from app.api.stream_params import stream_limits
+from app.coordination.subscription_state import SubscriptionState
+from app.domain.topology import PartitionKey
+from app.problems import Problem
+from app.services import services
+from app.storage.engine import StorageEngine
+from app.streaming.response import stream_response
+from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
+from app.subscriptions.stream import SubscriptionStream
+from app.subscriptions.stream_options import (
+    MAX_COMMIT_TIMEOUT_S,
+    StreamRefused,
+    SubscriptionStreamParams,
+)
+
+blueprint = Blueprint("subscription_events", __name__)
+
+STREAM_ID_HEADER = "X-Nakadi-StreamId"
+BODY_PARAMETERS = ("batch_limit", "stream_limit", "batch_flush_timeout", "stream_timeout",
+                   "stream_keep_alive_limit", "max_uncommitted_events", "commit_timeout")
+
+
+@blueprint.get("/subscriptions/<subscription_id>/events")
+def stream(subscription_id: str) -> Response:
+    return _stream(subscription_id, request.args, frozenset())
+
+
+@blueprint.post("/subscriptions/<subscription_id>/events")
+def stream_partitions(subscription_id: str) -> Response:
+    """Parameters come from the body (the query's are used for those it lacks)."""
+    body = json_body() if request.content_length else {}
+    if not isinstance(body, Mapping):
+        raise Problem(422, "the body must be a JSON object with the stream parameters and "
+                           'optionally "partitions": [{"event_type": ..., "partition": ...}]')
+    subscription = subscription_or_404(subscription_id)
+    partitions = subscription_partitions_of(subscription)
+    source = dict(request.args.items())
+    source.update(_body_parameters(body))
+    return _stream(subscription_id, source, _requested(body.get("partitions"), partitions))
+
+
+def _body_parameters(body: Mapping[str, Any]) -> dict[str, str]:
+    """The stream parameters of the body, as text for the query's checks."""
+    found = {}
+    for name in BODY_PARAMETERS:
+        value = body.get(name)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != int(value):
+            raise Problem(422, f"'{name}' must be an integer, got {value!r}")
+        found[name] = str(int(value))
+    return found
+
+
+def _requested(items: Any, partitions: SubscriptionPartitions) -> frozenset[PartitionKey]:
+    """The partitions a POST asks for; each must be one of the subscription's."""
+    if items is None:
+        return frozenset()
+    if not isinstance(items, list):
+        raise Problem(422, '"partitions" must be an array of {"event_type": ..., '
+                           '"partition": ...}')
+    keys = set()
+    for item in items:
+        if not isinstance(item, Mapping) or not isinstance(item.get("event_type"), str) \
+                or not isinstance(item.get("partition"), str):
+            raise Problem(422, f"partition {item!r} must be an object with string fields "
+                               "event_type and partition")
+        key = (item["event_type"], item["partition"])
+        if key not in partitions:
+            raise Problem(422, f"partition {key[1]!r} of event type {key[0]!r} is not part of "
+                               "this subscription")
+        keys.add(key)
+    return frozenset(keys)
+
+
+def _stream_params(source: Mapping[str, str], requested: frozenset[PartitionKey]
+                   ) -> SubscriptionStreamParams:
+    limits = stream_limits(source)
+    max_uncommitted = int_param("max_uncommitted_events", 10, 1, status=422, source=source)
+    commit_timeout = int_param("commit_timeout", 0, 0, int(MAX_COMMIT_TIMEOUT_S), status=422,
+                               source=source) or MAX_COMMIT_TIMEOUT_S
+    return SubscriptionStreamParams(limits, max_uncommitted, float(commit_timeout), requested)
+
+
+def _stream(subscription_id: str, source: Mapping[str, str],
+            requested: frozenset[PartitionKey]) -> Response:
+    current = services()
+    subscription = subscription_or_404(subscription_id)
+    params = _stream_params(source, requested)
+    partitions = subscription_partitions_of(subscription)
+
+    def engine_for(storage_id: str) -> StorageEngine:
+        return current.engines.get(storage_id)
+
+    state = SubscriptionState(current.zookeeper, subscription.id)
+    stream = SubscriptionStream(subscription, partitions, state, engine_for, params,
+                                request.environ.get("gunicorn.socket"))
+    try:
+        stream.start(lambda: starting_offsets(subscription, partitions,
+                                              subscription_bounds(partitions)))
+    except StreamRefused as refused:
+        raise Problem(refused.status, str(refused)) from None
+    return stream_response(stream.lines(), stream.end, {STREAM_ID_HEADER: stream.id})

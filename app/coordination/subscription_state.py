@@ -1,0 +1,251 @@
+"""A subscription's coordination state in ZooKeeper, shared by every instance.
+
+Under ``subscription_path(id)``:
+
+- ``sessions/<stream id>``: ephemeral, one per open stream, JSON
+  ``{"requested": [[event type, partition], ...], "closing": false}``; it goes
+  when the stream ends or its ZooKeeper session dies.
+- ``topology``: JSON ``{"partitions": [...]}``, which session streams which
+  partition. Only ever changed by a versioned ``set`` of a value computed
+  from the version read; a lost race reads again and recomputes.
+- ``offsets/<event type>/<partition>``: the committed client offset string.
+  All are created in one transaction with ``offsets`` itself, so the
+  subscription's starting offsets are set exactly once; a commit is a
+  versioned ``set`` that only moves forward.
+- ``reset``: ephemeral while a cursor reset (PATCH) runs.
+
+Deleting the subscription deletes the whole tree: watches fire, reads raise
+``SubscriptionGone`` and streams end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Mapping
+
+import orjson
+from kazoo.client import KazooClient
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.protocol.states import WatchedEvent
+
+from app.coordination.subscription_nodes import subscription_path
+from app.domain.topology import PartitionAssignment, PartitionKey, Session, Topology, key_order
+from app.subscriptions.rebalance import rebalance
+
+Watch = Callable[[WatchedEvent], None] | None
+
+
+class SubscriptionGone(Exception):
+    """The subscription's state was removed: the subscription was deleted."""
+
+
+class ResetInProgress(Exception):
+    """A cursor reset of the subscription is running."""
+
+
+def _topology_json(topology: Topology) -> bytes:
+    return orjson.dumps({"partitions": [
+        {"event_type": p.event_type, "partition": p.partition, "state": p.state,
+         "session": p.session, "next_session": p.next_session}
+        for p in topology.partitions]})
+
+
+def _topology_from(data: bytes) -> Topology:
+    if not data:
+        return Topology(())
+    return Topology(tuple(
+        PartitionAssignment(p["event_type"], p["partition"], p["state"], p["session"],
+                            p["next_session"])
+        for p in orjson.loads(data)["partitions"]))
+
+
+def _session_from(session_id: str, data: bytes) -> Session:
+    fields = orjson.loads(data) if data else {}
+    return Session(session_id, frozenset((et, p) for et, p in fields.get("requested", ())),
+                   bool(fields.get("closing", False)))
+
+
+def _session_json(session: Session) -> bytes:
+    return orjson.dumps({"requested": sorted(session.requested, key=key_order),
+                         "closing": session.closing})
+
+
+class SubscriptionState:
+    """Reads and versioned writes of one subscription's nodes."""
+
+    def __init__(self, zookeeper: KazooClient, subscription_id: str) -> None:
+        self.zookeeper = zookeeper
+        self.root = subscription_path(subscription_id)
+        self.sessions_path = f"{self.root}/sessions"
+        self.topology_path = f"{self.root}/topology"
+        self.offsets_path = f"{self.root}/offsets"
+        self.reset_path = f"{self.root}/reset"
+
+    def offset_path(self, key: PartitionKey) -> str:
+        return f"{self.offsets_path}/{key[0]}/{key[1]}"
+
+    # Sessions
+
+    def register(self, session: Session) -> None:
+        """Add an open stream; creates the subscription's tree on its first stream."""
+        self.zookeeper.ensure_path(self.sessions_path)
+        self.zookeeper.create(f"{self.sessions_path}/{session.id}", _session_json(session),
+                              ephemeral=True)
+
+    def mark_closing(self, session: Session) -> None:
+        closing = Session(session.id, session.requested, closing=True)
+        with contextlib.suppress(NoNodeError):
+            self.zookeeper.set(f"{self.sessions_path}/{session.id}", _session_json(closing))
+
+    def unregister(self, session_id: str) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.zookeeper.delete(f"{self.sessions_path}/{session_id}")
+
+    def sessions(self, watch: Watch = None) -> list[Session]:
+        """The open streams; ``watch`` fires once when one comes or goes."""
+        try:
+            names = self.zookeeper.get_children(self.sessions_path, watch=watch)
+        except NoNodeError:
+            if self.zookeeper.exists(self.root) is None:
+                raise SubscriptionGone(self.root) from None
+            return []
+        found = []
+        for name in names:
+            with contextlib.suppress(NoNodeError):  # it ended meanwhile
+                data, _ = self.zookeeper.get(f"{self.sessions_path}/{name}")
+                found.append(_session_from(name, data))
+        return found
+
+    def session_exists(self, session_id: str, watch: Watch = None) -> bool:
+        return self.zookeeper.exists(f"{self.sessions_path}/{session_id}", watch=watch) \
+            is not None
+
+    # Topology
+
+    def topology(self, watch: Watch = None) -> Topology:
+        """The current topology; ``watch`` fires once when it changes or is deleted."""
+        try:
+            data, _ = self.zookeeper.get(self.topology_path, watch=watch)
+        except NoNodeError:
+            if self.zookeeper.exists(self.root, watch=watch) is None:
+                raise SubscriptionGone(self.root) from None
+            # Not written yet: watch for its creation.
+            self.zookeeper.exists(self.topology_path, watch=watch)
+            return Topology(())
+        return _topology_from(data)
+
+    def update_topology(self, change: Callable[[Topology], Topology]) -> Topology:
+        """Apply ``change`` to the topology as read, writing only if nobody wrote in
+        between (else read again and retry). Returns the topology written."""
+        while True:
+            try:
+                data, stat = self.zookeeper.get(self.topology_path)
+            except NoNodeError:
+                if self.zookeeper.exists(self.root) is None:
+                    raise SubscriptionGone(self.root) from None
+                data, stat = b"", None
+            current = _topology_from(data)
+            changed = change(current)
+            if changed == current and stat is not None:
+                return current
+            try:
+                if stat is None:
+                    self.zookeeper.create(self.topology_path, _topology_json(changed))
+                else:
+                    self.zookeeper.set(self.topology_path, _topology_json(changed),
+                                       version=stat.version)
+                return changed
+            except (BadVersionError, NodeExistsError):
+                continue
+            except NoNodeError:
+                raise SubscriptionGone(self.root) from None
+
+    def rebalance(self, partitions: Iterable[PartitionKey]) -> Topology:
+        """Recompute the topology for the sessions open now."""
+        keys = list(partitions)
+        return self.update_topology(lambda current: rebalance(current, keys, self.sessions()))
+
+    # Offsets
+
+    def initialize_offsets(self, offsets: Mapping[PartitionKey, str]) -> bool:
+        """Store the starting offsets unless some were stored already; True if these were.
+        One transaction: instances racing on a subscription's first streams agree."""
+        self.zookeeper.ensure_path(self.root)
+        transaction = self.zookeeper.transaction()
+        transaction.create(self.offsets_path)
+        for event_type in sorted({key[0] for key in offsets}):
+            transaction.create(f"{self.offsets_path}/{event_type}")
+        for key in sorted(offsets, key=key_order):
+            transaction.create(self.offset_path(key), offsets[key].encode())
+        results = transaction.commit()
+        failed = [r for r in results if isinstance(r, Exception)]
+        if not failed:
+            return True
+        if any(isinstance(r, NodeExistsError) for r in failed):
+            return False
+        raise failed[0]
+
+    def offsets_initialized(self) -> bool:
+        return self.zookeeper.exists(self.offsets_path) is not None
+
+    def committed(self, key: PartitionKey, watch: Watch = None) -> str | None:
+        """The committed offset of a partition (None if none was ever stored);
+        ``watch`` fires once on the next commit."""
+        try:
+            data, _ = self.zookeeper.get(self.offset_path(key), watch=watch)
+        except NoNodeError:
+            if watch is not None:
+                self.zookeeper.exists(self.offset_path(key), watch=watch)
+            return None
+        return data.decode()
+
+    def commit(self, key: PartitionKey, offset: str) -> bool:
+        """Move the partition's committed offset forward to ``offset``; False when
+        it already was there or further (offset strings sort as events do)."""
+        path = self.offset_path(key)
+        while True:
+            try:
+                data, stat = self.zookeeper.get(path)
+            except NoNodeError:
+                try:
+                    self.zookeeper.create(path, offset.encode())
+                    return True
+                except NodeExistsError:
+                    continue
+                except NoNodeError:
+                    raise SubscriptionGone(self.root) from None
+            if data.decode() >= offset:
+                return False
+            try:
+                self.zookeeper.set(path, offset.encode(), version=stat.version)
+                return True
+            except BadVersionError:
+                continue
+
+    def overwrite_offsets(self, offsets: Mapping[PartitionKey, str]) -> None:
+        """Set committed offsets to these values, backwards too (a cursor reset)."""
+        for key, offset in offsets.items():
+            try:
+                self.zookeeper.set(self.offset_path(key), offset.encode())
+            except NoNodeError:
+                try:
+                    self.zookeeper.create(self.offset_path(key), offset.encode())
+                except NoNodeError:
+                    raise SubscriptionGone(self.root) from None
+
+    # Cursor reset
+
+    def begin_reset(self) -> None:
+        """Mark a reset as running (ephemeral: a crashed reset leaves no mark)."""
+        self.zookeeper.ensure_path(self.root)
+        try:
+            self.zookeeper.create(self.reset_path, ephemeral=True)
+        except NodeExistsError:
+            raise ResetInProgress(self.root) from None
+
+    def end_reset(self) -> None:
+        with contextlib.suppress(NoNodeError):
+            self.zookeeper.delete(self.reset_path)
+
+    def reset_in_progress(self, watch: Watch = None) -> bool:
+        return self.zookeeper.exists(self.reset_path, watch=watch) is not None

@@ -1,0 +1,89 @@
+"""Subscription cursors as clients send them, checked against the subscription.
+
+``{"event_type": "e", "partition": "0", "offset": "001-0001-000000000000000042",
+"cursor_token": "..."}``: the token is required on commits and opaque (any
+string); the event type must be one of the subscription's, the partition one
+of its partitions, the offset one this broker issued for its timeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from app.cursors import CursorInvalid, engine_offset, partition_number, resolve
+from app.domain.timeline import Timeline
+from app.domain.topology import PartitionKey
+from app.storage.engine import PartitionBounds
+from app.storage.offsets import encode_offset
+from app.subscriptions.partitions import SubscriptionPartitions
+
+Bounds = Mapping[str, Mapping[int, PartitionBounds]]
+
+
+@dataclass(frozen=True)
+class CheckedCursor:
+    """A valid cursor: its partition, the offset to store, and the cursor as sent."""
+
+    key: PartitionKey
+    offset: str
+    sent: Mapping[str, Any]
+
+
+def _describe(cursor: Mapping[str, Any]) -> str:
+    return (f"cursor {{event_type: {cursor.get('event_type')!r}, partition: "
+            f"{cursor.get('partition')!r}, offset: {cursor.get('offset')!r}}}")
+
+
+def _shape(cursor: Any, with_token: bool) -> tuple[str, str, str]:
+    if not isinstance(cursor, Mapping):
+        raise CursorInvalid(f"cursor {cursor!r} must be an object with event_type, partition, "
+                            "offset" + (" and cursor_token" if with_token else ""))
+    fields = ("event_type", "partition", "offset") + (("cursor_token",) if with_token else ())
+    wrong = [name for name in fields if not isinstance(cursor.get(name), str)]
+    if wrong:
+        raise CursorInvalid(f"{_describe(cursor)} needs string fields {', '.join(wrong)}")
+    return cursor["event_type"], cursor["partition"], cursor["offset"]
+
+
+def cursor_items(body: Any) -> list:
+    """The ``items`` array of a cursors body."""
+    if not isinstance(body, Mapping) or not isinstance(body.get("items"), list):
+        raise CursorInvalid('the body must be an object {"items": [cursors]}')
+    return body["items"]
+
+
+def checked_commit(cursor: Any, partitions: SubscriptionPartitions, bounds: Bounds
+                   ) -> CheckedCursor:
+    """A cursor to commit: one the subscription could have sent (not past the
+    partition's newest event; an expired one is still accepted)."""
+    event_type, partition, offset = _shape(cursor, with_token=True)
+    timeline = _timeline(event_type, partitions, cursor)
+    number = partition_number(partition, timeline, cursor)
+    position = engine_offset(offset, timeline, cursor)
+    newest = bounds[event_type][number].newest
+    if position > newest:
+        raise CursorInvalid(f"{_describe(cursor)}: the offset is past the newest event of the "
+                            f"partition, {encode_offset(timeline.order, newest)}")
+    return CheckedCursor((event_type, str(number)), encode_offset(timeline.order, position),
+                         cursor)
+
+
+def checked_reset(cursor: Any, partitions: SubscriptionPartitions, bounds: Bounds
+                  ) -> CheckedCursor:
+    """A cursor to reset to: within the available events (``begin`` allowed)."""
+    event_type, _, _ = _shape(cursor, with_token=False)
+    timeline = _timeline(event_type, partitions, cursor)
+    position = resolve(cursor, timeline, bounds[event_type])
+    return CheckedCursor((event_type, str(position.partition)),
+                         encode_offset(timeline.order, position.offset), cursor)
+
+
+def _timeline(event_type: str, partitions: SubscriptionPartitions, cursor: Mapping[str, Any]
+              ) -> Timeline:
+    timeline = partitions.timelines.get(event_type)
+    if timeline is None:
+        raise CursorInvalid(f"{_describe(cursor)}: event type {event_type!r} is not part of "
+                            f"this subscription ({', '.join(sorted(partitions.timelines))})")
+    return timeline

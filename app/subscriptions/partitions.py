@@ -1,0 +1,97 @@
+"""The partitions a subscription reads, and where reading starts in each.
+
+A subscription's partition is a ``PartitionKey``: (event type, partition
+name). Committed offsets are the client offset strings of the partition's
+timeline; reading resumes after the committed offset.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from app.domain.event_type import EventType
+from app.domain.subscription import Subscription
+from app.domain.timeline import Timeline
+from app.domain.topology import PartitionKey, key_order
+from app.storage.engine import PartitionBounds, StorageEngine
+from app.storage.offsets import InvalidOffset, decode_offset, encode_offset
+
+
+class EventTypeGone(Exception):
+    """An event type of the subscription no longer exists."""
+
+
+@dataclass(frozen=True)
+class SubscriptionPartitions:
+    """The active timeline of each event type of a subscription."""
+
+    timelines: Mapping[str, Timeline]
+
+    def partition_keys(self) -> list[PartitionKey]:
+        return sorted(((name, str(p)) for name, timeline in self.timelines.items()
+                       for p in range(timeline.partitions)), key=key_order)
+
+    def __contains__(self, key: object) -> bool:
+        if not (isinstance(key, tuple) and len(key) == 2):
+            return False
+        event_type, partition = key
+        timeline = self.timelines.get(event_type)
+        return timeline is not None and isinstance(partition, str) and partition.isdigit() \
+            and str(int(partition)) == partition and int(partition) < timeline.partitions
+
+    def client_offset(self, key: PartitionKey, offset: int) -> str:
+        return encode_offset(self.timelines[key[0]].order, offset)
+
+    def engine_offset(self, key: PartitionKey, committed: str) -> int:
+        """The engine offset after which the partition is read, from a stored offset."""
+        try:
+            _, offset = decode_offset(committed)
+        except InvalidOffset:
+            return -1
+        return offset
+
+
+def subscription_partitions(subscription: Subscription,
+                            lookup: Callable[[str], tuple[EventType, Timeline] | None]
+                            ) -> SubscriptionPartitions:
+    """The timelines of the subscription's event types, looked up with ``lookup``
+    (the event type cache); ``EventTypeGone`` when one was deleted."""
+    timelines = {}
+    for name in subscription.event_types:
+        found = lookup(name)
+        if found is None:
+            raise EventTypeGone(name)
+        timelines[name] = found[1]
+    return SubscriptionPartitions(timelines)
+
+
+def starting_offsets(subscription: Subscription, partitions: SubscriptionPartitions,
+                     bounds: Mapping[str, Mapping[int, PartitionBounds]]
+                     ) -> dict[PartitionKey, str]:
+    """The offset after which each partition is first read, from ``read_from``:
+    before the oldest event (``begin``), after the newest (``end``), or the
+    ``initial_cursors`` (``end`` for a partition they do not name; an expired
+    cursor starts at the oldest event)."""
+    initial = {(c.event_type, c.partition): c.offset for c in subscription.initial_cursors}
+    offsets = {}
+    for key in partitions.partition_keys():
+        available = bounds[key[0]][int(key[1])]
+        position = available.newest
+        if subscription.read_from == "begin":
+            position = available.oldest - 1
+        elif subscription.read_from == "cursors" and key in initial:
+            cursor = initial[key]
+            position = available.oldest - 1 if cursor.lower() == "begin" else \
+                max(partitions.engine_offset(key, cursor), available.oldest - 1)
+        offsets[key] = partitions.client_offset(key, position)
+    return offsets
+
+
+def partition_bounds(partitions: SubscriptionPartitions,
+                     engine_for: Callable[[str], StorageEngine]
+                     ) -> dict[str, dict[int, PartitionBounds]]:
+    """The available range of every partition, by event type (``StorageError`` when a
+    storage does not answer)."""
+    return {name: {b.partition: b for b in engine_for(t.storage_id).bounds(t.topic)}
+            for name, t in partitions.timelines.items()}

@@ -1,0 +1,119 @@
+"""Reading a subscription stream's partitions, across event types and storages.
+
+Each event type the stream reads has its own storage reader, polled by its own
+greenlet (so a wait on one storage never delays another) into one inbox. The
+stream takes events from the inbox only as far as its limits allow; readers
+poll only while the inbox holds less than the stream asked for, so a paused
+stream (``max_uncommitted_events`` reached) reads nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable, Mapping
+
+import gevent
+import gevent.event
+
+from app.domain.topology import PartitionKey
+from app.storage.engine import StorageEngine, StorageError, StreamReader
+from app.subscriptions.partitions import SubscriptionPartitions
+
+POLL_WAIT_S = 1.0
+MAX_POLL_EVENTS = 5000
+
+log = logging.getLogger(__name__)
+
+InboxEntry = tuple[PartitionKey, int, bytes]
+"""(partition, engine offset, payload) of one event read."""
+
+
+class _Pump:
+    """One event type's reader and the greenlet polling it."""
+
+    def __init__(self, reader: StreamReader, partitions: frozenset[int]) -> None:
+        self.reader = reader
+        self.partitions = partitions
+        self.stopped = False
+        self.greenlet: gevent.Greenlet | None = None
+
+
+class PartitionReaders:
+    """The readers of one stream; ``wake`` is set whenever events or an error arrive.
+
+    A reader is never interrupted in the middle of a poll (a PostgreSQL query cut
+    short spoils its connection): a stopped pump finishes its poll, drops what
+    it got and closes its reader itself, within ``POLL_WAIT_S``."""
+
+    def __init__(self, partitions: SubscriptionPartitions,
+                 engine_for: Callable[[str], StorageEngine], wake: gevent.event.Event) -> None:
+        self._partitions = partitions
+        self._engine_for = engine_for
+        self._wake = wake
+        self.inbox: deque[InboxEntry] = deque()
+        self.error: StorageError | None = None
+        self._wanted = 0
+        self._demand = gevent.event.Event()
+        self._pumps: dict[str, _Pump] = {}
+
+    def want(self, count: int) -> None:
+        """How many events the stream could take now; readers poll only up to that."""
+        self._wanted = count
+        if count - len(self.inbox) > 0:
+            self._demand.set()
+
+    def read(self, positions: Mapping[PartitionKey, int]) -> None:
+        """Read exactly these partitions, each after its position. Readers of event
+        types whose partitions did not change keep going."""
+        by_type: dict[str, dict[int, int]] = {}
+        for (event_type, partition), position in positions.items():
+            by_type.setdefault(event_type, {})[int(partition)] = position
+        for event_type in list(self._pumps):
+            if frozenset(by_type.get(event_type, ())) != self._pumps[event_type].partitions:
+                self._stop(event_type)
+        for event_type, wanted in by_type.items():
+            if event_type not in self._pumps:
+                self._start(event_type, wanted)
+
+    def close(self) -> None:
+        """Stop every reader and wait until they are closed (a poll ends within
+        ``POLL_WAIT_S``): nothing reads the topics once the stream is over."""
+        greenlets = [pump.greenlet for pump in self._pumps.values() if pump.greenlet]
+        for event_type in list(self._pumps):
+            self._stop(event_type)
+        gevent.joinall(greenlets, timeout=POLL_WAIT_S * 5)
+        self.inbox.clear()
+
+    def _start(self, event_type: str, positions: dict[int, int]) -> None:
+        timeline = self._partitions.timelines[event_type]
+        reader = self._engine_for(timeline.storage_id).reader(timeline.topic, positions)
+        pump = self._pumps[event_type] = _Pump(reader, frozenset(positions))
+        pump.greenlet = gevent.spawn(self._pump, event_type, pump)
+
+    def _stop(self, event_type: str) -> None:
+        self._pumps.pop(event_type).stopped = True
+        self._demand.set()  # a pump waiting for demand sees it is stopped
+
+    def _pump(self, event_type: str, pump: _Pump) -> None:
+        try:
+            while not pump.stopped:
+                room = self._wanted - len(self.inbox)
+                if room <= 0:
+                    self._demand.clear()
+                    self._demand.wait()
+                    continue
+                events = pump.reader.poll(min(room, MAX_POLL_EVENTS), POLL_WAIT_S)
+                if events and not pump.stopped:
+                    self.inbox.extend(((event_type, str(e.partition)), e.offset, e.payload)
+                                      for e in events)
+                    self._wake.set()
+        except StorageError as error:
+            if not pump.stopped:
+                self.error = error
+                self._wake.set()
+        finally:
+            try:
+                pump.reader.close()
+            except StorageError as error:
+                log.warning("closing the reader of %s failed: %s", event_type, error)

@@ -1,0 +1,403 @@
+"""The subscription stream: one client's share of a subscription's partitions.
+
+An explicit state machine:
+
+- ``starting`` (``start``, in the request, before any byte is sent): refuse
+  while a cursor reset runs, store the starting offsets on the first stream,
+  register the session, rebalance, and refuse (409) when nothing is left for
+  this stream;
+- ``streaming`` (``lines``): read the partitions the topology gives this
+  session from their committed offsets, batch them (``app.streaming``), pause
+  at ``max_uncommitted_events``, hand a partition over when the topology says
+  ``reassigning`` once its batches are committed; ZooKeeper watches (topology,
+  sessions, the stream's own session node, the reset marker, the committed
+  offsets of its partitions) wake the loop, nothing is polled per event;
+- ``closing`` (after a limit ended the stream and the connection closed): the
+  session is marked closing, so its partitions can go to newer streams, and
+  stays until the client committed what it was sent or ``commit_timeout`` ran
+  out;
+- ``cleanup``: readers closed, session removed, partitions rebalanced.
+
+A stream whose client left, whose subscription was deleted or reset, whose
+ZooKeeper session was lost, or that ran out of ``commit_timeout``, skips
+``closing``. At-least-once: a partition always restarts after its committed
+offset, whoever streams it next.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import time
+import uuid
+from collections.abc import Callable, Generator, Iterator
+from dataclasses import dataclass
+
+import gevent
+import gevent.event
+from kazoo.exceptions import KazooException
+from kazoo.handlers.gevent import SequentialGeventHandler
+from kazoo.protocol.states import KazooState
+
+from app import lifecycle
+from app.coordination.subscription_state import (
+    ResetInProgress,
+    SubscriptionGone,
+    SubscriptionState,
+)
+from app.domain.subscription import Subscription
+from app.domain.topology import PartitionKey, Session, Topology, key_order
+from app.storage.engine import StorageEngine, StorageError, TopicNotFound
+from app.streaming.batcher import Batcher
+from app.streaming.connection import client_gone
+from app.streaming.lines import batch_line
+from app.subscriptions.departure import leave
+from app.subscriptions.partitions import SubscriptionPartitions
+from app.subscriptions.readers import PartitionReaders
+from app.subscriptions.rebalance import hand_over
+from app.subscriptions.stream_options import Phase, StreamRefused, SubscriptionStreamParams
+
+CHECK_INTERVAL_S = 1.0
+CLIENT_LEFT = "the client disconnected"
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Held:
+    """A partition this stream streams: positions are engine offsets."""
+
+    committed: int
+    sent: int
+    read: int
+    releasing_since: float | None = None  # set while handing it over
+
+
+class SubscriptionStream:
+    def __init__(self, subscription: Subscription, partitions: SubscriptionPartitions,
+                 state: SubscriptionState, engine_for: Callable[[str], StorageEngine],
+                 params: SubscriptionStreamParams, connection: socket.socket | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.id = str(uuid.uuid4())
+        self.phase = Phase.STARTING
+        self._subscription = subscription
+        self._partitions = partitions
+        self._state = state
+        self._params = params
+        self._connection = connection
+        self._clock = clock
+        self._session = Session(self.id, params.requested)
+        self._wake = gevent.event.Event()
+        self._readers = PartitionReaders(partitions, engine_for, self._wake)
+        self._batcher: Batcher[PartitionKey] = Batcher(params.limits, (), clock)
+        self._held: dict[PartitionKey, _Held] = {}
+        self._topology_changed = self._sessions_changed = self._control_changed = True
+        self._commits_changed: set[PartitionKey] = set()
+        self._commit_deadline: float | None = None
+        self._end_reason: str | None = None
+        self._graceful = False
+        self._started = False
+        self._zookeeper_lost = False
+        self._ends_at = clock() + params.limits.stream_timeout
+
+    # starting
+
+    def start(self, starting_offsets: Callable[[], dict[PartitionKey, str]]) -> None:
+        """Register the session and take partitions; ``StreamRefused`` leaves nothing behind.
+        ``starting_offsets`` is asked only when the subscription has none stored yet."""
+        state = self._state
+        if state.reset_in_progress():
+            raise StreamRefused(409, "a cursor reset of this subscription is in progress; "
+                                     "reconnect once it is done")
+        if not state.offsets_initialized():
+            state.initialize_offsets(starting_offsets())
+        self._taken_directly()
+        state.register(self._session)
+        state.zookeeper.add_listener(self._connection_changed)
+        try:
+            topology = state.rebalance(self._partitions.partition_keys())
+            mine = topology.heading_to(self.id)
+            if not mine or not self._params.requested <= {p.key for p in mine}:
+                raise StreamRefused(409, self._refusal(topology))
+        except BaseException:
+            self._leave()
+            raise
+        self.phase = Phase.STREAMING
+
+    def _taken_directly(self) -> None:
+        for other in self._state.sessions():
+            taken = other.requested & self._params.requested
+            if taken and not other.closing:
+                names = ", ".join(f"{et}:{p}" for et, p in sorted(taken, key=key_order))
+                raise StreamRefused(409, f"partitions {names} are already read by another "
+                                         "stream that asked for them directly")
+
+    def _refusal(self, topology: Topology) -> str:
+        if self._params.requested:
+            return ("a partition asked for is being taken by another stream that asked for "
+                    "it directly")
+        return (f"no free partition: this subscription has {len(topology.partitions)} "
+                "partitions and each is read by another stream; close one or wait")
+
+    # streaming
+
+    def lines(self) -> Generator[bytes, None, None]:
+        """The stream's lines; ending it (also by closing the iterator) starts closing."""
+        try:
+            yield from self._stream()
+        except GeneratorExit:
+            self._end_reason = self._end_reason or CLIENT_LEFT
+            raise
+        except SubscriptionGone:
+            self._end_reason = "the subscription was deleted"
+        except ResetInProgress:
+            self._end_reason = "the cursors of the subscription are being reset"
+        except (KazooException, SequentialGeventHandler.timeout_exception) as error:
+            self._end_reason = f"ZooKeeper failed: {error!r}"
+            log.warning("subscription stream %s ended: %s", self.id, self._end_reason)
+        except TopicNotFound:
+            self._end_reason = "an event type of the subscription was deleted"
+        except StorageError as error:
+            self._end_reason = f"the storage failed: {error}"
+            log.warning("subscription stream %s ended: %s", self.id, error)
+        else:
+            return
+        yield from self._goodbye(self._end_reason)
+
+    def _stream(self) -> Iterator[bytes]:
+        while True:
+            self._wake.clear()
+            ending = self._ending()
+            if ending is not None:
+                self._end_reason, self._graceful = ending
+                if self._graceful:
+                    yield from self._send(self._batcher.pending_batches())
+                elif self._end_reason != CLIENT_LEFT:
+                    yield from self._goodbye(self._end_reason)
+                return
+            self._follow_zookeeper()
+            self._take_read_events()
+            yield from self._send(self._batcher.full_batches())
+            if self._batcher.stream_limit_reached():
+                continue  # ends on the next turn, the pending batches sent
+            if self._paused():
+                # Nothing more can join the buffered events until a commit: send them.
+                yield from self._send(self._batcher.pending_batches())
+            yield from self._send(self._batcher.due_batches())
+            self._hand_over_committed()
+            self._readers.want(self._capacity())
+            now = self._clock()
+            wait = min(self._batcher.next_due(), self._ends_at, now + CHECK_INTERVAL_S) - now
+            if not self._readers.inbox or self._capacity() <= 0:
+                self._wake.wait(max(0.0, wait))
+
+    def _ending(self) -> tuple[str, bool] | None:
+        """Why the stream should end now, and whether gracefully (pending batches sent,
+        commits awaited); None to go on."""
+        now = self._clock()
+        if self._readers.error is not None:
+            raise self._readers.error
+        if self._zookeeper_lost:
+            return "the connection to ZooKeeper was lost", False
+        if lifecycle.is_shutting_down():
+            return "the server is shutting down", False
+        if client_gone(self._connection):
+            return CLIENT_LEFT, False
+        if self._uncommitted() == 0:
+            self._commit_deadline = None
+        elif self._commit_deadline is not None and now >= self._commit_deadline:
+            return "commit_timeout reached: no commit came for the events sent", False
+        if now >= self._ends_at:
+            return "stream_timeout reached", True
+        if self._batcher.stream_limit_reached():
+            return "stream_limit reached", True
+        if self._batcher.keep_alive_limit_reached():
+            return "stream_keep_alive_limit reached", True
+        return None
+
+    def _connection_changed(self, state: str) -> None:
+        """kazoo's listener: without ZooKeeper the stream can neither see rebalances nor
+        take commits, so it ends. Only sets flags (it runs in kazoo's greenlet)."""
+        if state in (KazooState.LOST, KazooState.SUSPENDED):
+            self._zookeeper_lost = True
+            self._wake.set()
+
+    def _signal(self, flag: str) -> Callable[[object], None]:
+        def fired(_event: object) -> None:
+            setattr(self, flag, True)
+            self._wake.set()
+        return fired
+
+    def _commit_seen(self, key: PartitionKey) -> Callable[[object], None]:
+        def fired(_event: object) -> None:
+            self._commits_changed.add(key)
+            self._wake.set()
+        return fired
+
+    def _follow_zookeeper(self) -> None:
+        """Act on what the watches reported, arming them again."""
+        state = self._state
+        if self._control_changed:
+            self._control_changed = False
+            if not state.session_exists(self.id, watch=self._signal("_control_changed")):
+                raise SubscriptionGone(state.root)
+            if state.reset_in_progress(watch=self._signal("_control_changed")):
+                raise ResetInProgress(state.root)
+        if self._sessions_changed:
+            self._sessions_changed = False
+            state.sessions(watch=self._signal("_sessions_changed"))
+            state.rebalance(self._partitions.partition_keys())
+        if self._topology_changed:
+            self._topology_changed = False
+            self._follow(state.topology(watch=self._signal("_topology_changed")))
+        while self._commits_changed:
+            key = self._commits_changed.pop()
+            if key in self._held:
+                self._update_committed(key)
+
+    def _follow(self, topology: Topology) -> None:
+        """Stream what the topology gives this session; stop what it takes away."""
+        streaming: set[PartitionKey] = set()
+        releasing: set[PartitionKey] = set()
+        for p in topology.held_by(self.id):
+            (releasing if p.state == "reassigning" else streaming).add(p.key)
+        changed = False
+        for key in list(self._held):
+            if key not in streaming and key not in releasing:
+                self._drop(key)
+                changed = True
+            elif key in releasing and self._held[key].releasing_since is None:
+                # Stop reading it; buffered events go back (the next owner reads them).
+                self._held[key].releasing_since = self._clock()
+                self._batcher.remove(key)
+                self._held[key].read = self._held[key].sent
+                changed = True
+            elif key in streaming and self._held[key].releasing_since is not None:
+                # The hand-over was called off: read it again.
+                self._held[key].releasing_since = None
+                self._batcher.add(key)
+                changed = True
+        for key in sorted(streaming - set(self._held), key=key_order):
+            position = self._update_committed(key)
+            self._held[key] = _Held(position, position, position)
+            self._batcher.add(key)
+            changed = True
+        if changed:
+            self._readers.read({key: held.read for key, held in self._held.items()
+                                if held.releasing_since is None})
+
+    def _drop(self, key: PartitionKey) -> None:
+        held = self._held.pop(key)
+        if held.releasing_since is None:
+            self._batcher.remove(key)
+
+    def _update_committed(self, key: PartitionKey) -> int:
+        committed = self._state.committed(key, watch=self._commit_seen(key))
+        position = self._partitions.engine_offset(key, committed) if committed else -1
+        held = self._held.get(key)
+        if held is not None and position > held.committed:
+            held.committed = position
+            self._commit_deadline = None
+            if self._uncommitted() > 0:
+                self._commit_deadline = self._clock() + self._params.commit_timeout
+        return position
+
+    def _hand_over_committed(self) -> None:
+        now = self._clock()
+        done = [key for key, held in self._held.items() if held.releasing_since is not None
+                and (held.committed >= held.sent
+                     or now >= held.releasing_since + self._params.commit_timeout)]
+        if done:
+            self._state.update_topology(lambda t: hand_over(t, self.id, done))
+            for key in done:
+                self._held.pop(key)
+
+    def _take_read_events(self) -> None:
+        inbox = self._readers.inbox
+        capacity = self._capacity()
+        while inbox and capacity > 0:
+            key, offset, payload = inbox.popleft()
+            held = self._held.get(key)
+            if held is None or held.releasing_since is not None or offset != held.read + 1:
+                continue  # a partition given up, or read again after a change
+            held.read = offset
+            self._batcher.take(key, [payload])
+            capacity -= 1
+
+    def _uncommitted(self) -> int:
+        return sum(max(0, h.sent - h.committed) for h in self._held.values())
+
+    def _capacity(self) -> int:
+        """How many more events may be taken into batches now."""
+        buffered = self._batcher.buffered()
+        return min(self._batcher.room() - buffered,
+                   self._params.max_uncommitted_events - self._uncommitted() - buffered)
+
+    def _paused(self) -> bool:
+        return self._batcher.buffered() > 0 and self._capacity() <= 0 and \
+            self._uncommitted() + self._batcher.buffered() >= self._params.max_uncommitted_events
+
+    def _send(self, batches: Iterator[tuple[PartitionKey, list[bytes]]]) -> Iterator[bytes]:
+        for key, payloads in batches:
+            held = self._held[key]
+            held.sent += len(payloads)
+            if payloads and self._commit_deadline is None:
+                self._commit_deadline = self._clock() + self._params.commit_timeout
+            yield self._line(key, held.sent, payloads)
+
+    def _line(self, key: PartitionKey, position: int, payloads: list[bytes],
+              debug: str | None = None) -> bytes:
+        cursor = {"partition": key[1], "offset": self._partitions.client_offset(key, position),
+                  "event_type": key[0], "cursor_token": str(uuid.uuid4())}
+        if not self._started:
+            self._started = True
+            debug = debug or "Stream started"
+        return batch_line(cursor, payloads, {"debug": debug} if debug else None)
+
+    def _goodbye(self, reason: str) -> Iterator[bytes]:
+        """A last keep-alive saying why the stream ends, when there is a cursor to give."""
+        for key, held in sorted(self._held.items(), key=lambda item: key_order(item[0])):
+            yield self._line(key, held.sent, [], f"Stream closed: {reason}")
+            return
+
+    # closing and cleanup
+
+    def end(self) -> None:
+        """Called once the response is over: wait for commits in the background if
+        the stream ended by a limit with events uncommitted, else clean up now."""
+        self._readers.close()
+        if self._graceful and self._uncommitted() > 0 and self.phase == Phase.STREAMING:
+            self.phase = Phase.CLOSING
+            gevent.spawn(self._close)
+        else:
+            self._cleanup()
+
+    def _close(self) -> None:
+        try:
+            self._state.mark_closing(self._session)
+            self._state.rebalance(self._partitions.partition_keys())
+            deadline = self._clock() + self._params.commit_timeout
+            while self._uncommitted() > 0 and self._clock() < deadline \
+                    and not lifecycle.is_shutting_down() and not self._zookeeper_lost:
+                self._wake.clear()
+                while self._commits_changed:  # the watches armed while streaming
+                    self._update_committed(self._commits_changed.pop())
+                if self._uncommitted() > 0:
+                    self._wake.wait(min(CHECK_INTERVAL_S, max(0.0, deadline - self._clock())))
+        except (KazooException, SubscriptionGone) as error:
+            log.info("closing subscription stream %s: %r", self.id, error)
+        finally:
+            self._cleanup()
+
+    def _cleanup(self) -> None:
+        self.phase = Phase.CLEANUP
+        self._leave()
+        self.phase = Phase.ENDED
+        log.info("subscription stream %s of %s ended: %s", self.id, self._subscription.id,
+                 self._end_reason or "done")
+
+    def _leave(self) -> None:
+        """Remove the session and give its partitions to the others."""
+        self._readers.close()
+        self._state.zookeeper.remove_listener(self._connection_changed)
+        leave(self._state, self.id, self._partitions.partition_keys())

@@ -1,0 +1,193 @@
+"""``/subscriptions/{id}/events`` over HTTP against the real gunicorn, on each engine."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import requests
+
+from tests.api.conftest import assert_problem
+from tests.helpers.subscription_streams import (
+    StreamClient,
+    events_of,
+    open_stream,
+    publish_numbered,
+    subscribe,
+)
+from tests.helpers.waiting import wait_until
+
+
+def stats(base_url, subscription_id, **params) -> list[dict]:
+    response = requests.get(f"{base_url}/subscriptions/{subscription_id}/stats", params=params)
+    assert response.status_code == 200, response.text
+    return [dict(p, event_type=item["event_type"]) for item in response.json()["items"]
+            for p in item["partitions"]]
+
+
+def test_a_stream_sends_batches_with_subscription_cursors(base_url, default_storage,
+                                                         event_types, subscriptions):
+    name = event_types(2)
+    publish_numbered(base_url, name, 0, 0, 3)
+    publish_numbered(base_url, name, 1, 3, 2)
+    sid = subscribe(subscriptions, [name])
+    client = StreamClient(base_url, sid, batch_limit=2, stream_limit=5, batch_flush_timeout=1)
+    assert client.response.headers["Content-Type"] == "application/x-json-stream"
+    uuid.UUID(client.stream_id)
+    batches = client.until_end()
+    assert sorted(events_of(batches)) == [0, 1, 2, 3, 4]
+    assert batches[0]["info"]["debug"] == "Stream started"
+    for batch in batches:
+        cursor = batch["cursor"]
+        assert set(cursor) == {"partition", "offset", "event_type", "cursor_token"}
+        assert cursor["event_type"] == name
+    by_partition = {b["cursor"]["partition"]: b["cursor"]["offset"] for b in batches}
+    assert by_partition == {"0": "001-0001-000000000000000002",
+                            "1": "001-0001-000000000000000001"}
+
+
+def test_unknown_subscriptions_are_404(base_url):
+    for sid in (str(uuid.uuid4()), "not-a-uuid"):
+        assert_problem(open_stream(base_url, sid), 404)
+        assert_problem(open_stream(base_url, sid, {}), 404)
+        assert_problem(requests.get(f"{base_url}/subscriptions/{sid}/stats"), 404)
+
+
+@pytest.mark.parametrize("params", [
+    {"max_uncommitted_events": 0}, {"max_uncommitted_events": "x"}, {"commit_timeout": 61},
+    {"commit_timeout": -1}, {"batch_limit": 0}, {"batch_limit": 5, "stream_limit": 2},
+    {"stream_timeout": 2, "batch_flush_timeout": 5}])
+def test_bad_stream_parameters_are_422_naming_them(base_url, event_types, subscriptions,
+                                                   params):
+    sid = subscribe(subscriptions, [event_types(1)])
+    detail = assert_problem(open_stream(base_url, sid, **params), 422)["detail"]
+    assert any(name in detail for name in params)
+
+
+@pytest.mark.parametrize("body", [
+    [], {"batch_limit": "1"}, {"batch_limit": True}, {"max_uncommitted_events": 1.5},
+    {"partitions": {}}, {"partitions": [{"event_type": 1, "partition": "0"}]},
+    {"partitions": [{"event_type": "other", "partition": "0"}]}])
+def test_bad_post_bodies_are_422(base_url, event_types, subscriptions, body):
+    sid = subscribe(subscriptions, [event_types(1)])
+    assert_problem(open_stream(base_url, sid, body), 422)
+
+
+def test_a_partition_outside_the_subscription_is_422(base_url, event_types, subscriptions):
+    name = event_types(2)
+    sid = subscribe(subscriptions, [name])
+    body = assert_problem(open_stream(base_url, sid, {"partitions": [
+        {"event_type": name, "partition": "2"}]}), 422)
+    assert "'2'" in body["detail"]
+
+
+def test_more_streams_than_partitions_is_409(base_url, event_types, subscriptions):
+    sid = subscribe(subscriptions, [event_types(2)])
+    first, second = StreamClient(base_url, sid), StreamClient(base_url, sid)
+    try:
+        body = assert_problem(open_stream(base_url, sid), 409)
+        assert "no free partition" in body["detail"]
+    finally:
+        first.vanish()
+        second.vanish()
+
+
+def test_direct_assignment_takes_the_partitions_asked_for(base_url, default_storage,
+                                                          event_types, subscriptions):
+    name = event_types(2)
+    sid = subscribe(subscriptions, [name])
+    auto = StreamClient(base_url, sid, batch_flush_timeout=1)
+    direct = StreamClient(base_url, sid, {"partitions": [{"event_type": name, "partition": "1"}],
+                                          "batch_flush_timeout": 1})
+    try:
+        # The auto stream held both; it had sent nothing, so partition 1 moves at once.
+        wait_until(lambda: {p["partition"]: (p.get("stream_id"), p.get("assignment_type"))
+                            for p in stats(base_url, sid)} == {
+            "0": (auto.stream_id, "auto"), "1": (direct.stream_id, "direct")})
+        publish_numbered(base_url, name, 1, 0, 1)
+        batch = direct.events_batch()
+        assert batch["cursor"]["partition"] == "1" and events_of([batch]) == [0]
+        taken = assert_problem(open_stream(base_url, sid, {"partitions": [
+            {"event_type": name, "partition": "1"}]}), 409)
+        assert "directly" in taken["detail"]
+    finally:
+        auto.vanish()
+        direct.vanish()
+
+
+def test_max_uncommitted_events_pauses_until_a_commit(base_url, default_storage, event_types,
+                                                      subscriptions):
+    name = event_types(1)
+    publish_numbered(base_url, name, 0, 0, 6)
+    sid = subscribe(subscriptions, [name])
+    client = StreamClient(base_url, sid, batch_limit=2, max_uncommitted_events=3,
+                          batch_flush_timeout=1)
+    try:
+        first = client.events_batch()
+        second = client.events_batch()
+        assert events_of([first, second]) == [0, 1, 2]  # the second batch stops at the limit
+        assert "events" not in client.batch()  # paused: only keep-alives
+        assert client.commit(first["cursor"]).status_code == 204
+        assert events_of([client.events_batch()]) == [3, 4]
+    finally:
+        client.vanish()
+
+
+def test_a_stream_that_does_not_commit_in_time_is_closed_and_its_partitions_freed(
+        base_url, event_types, subscriptions):
+    name = event_types(1)
+    publish_numbered(base_url, name, 0, 0, 1)
+    sid = subscribe(subscriptions, [name])
+    client = StreamClient(base_url, sid, commit_timeout=1, batch_flush_timeout=1)
+    batches = client.until_end()
+    assert events_of(batches) == [0]
+    assert "commit_timeout" in batches[-1]["info"]["debug"]
+    assert wait_until(lambda: stats(base_url, sid)[0]["state"] == "unassigned")
+    again = StreamClient(base_url, sid, batch_flush_timeout=1)
+    try:
+        assert events_of([again.events_batch()]) == [0]  # not committed: sent again
+    finally:
+        again.vanish()
+
+
+def test_a_dropped_connection_frees_its_partitions(base_url, event_types, subscriptions):
+    sid = subscribe(subscriptions, [event_types(2)])
+    client = StreamClient(base_url, sid, batch_flush_timeout=1)
+    assert {p["stream_id"] for p in stats(base_url, sid)} == {client.stream_id}
+    client.vanish()
+    wait_until(lambda: all(p["state"] == "unassigned" for p in stats(base_url, sid)),
+               what="the partitions of the dropped stream being freed")
+    StreamClient(base_url, sid).vanish()  # a new stream gets them
+
+
+def test_deleting_the_subscription_ends_its_streams(base_url, event_types, subscriptions):
+    sid = subscribe(subscriptions, [event_types(1)])
+    client = StreamClient(base_url, sid, batch_flush_timeout=1)
+    assert requests.delete(f"{base_url}/subscriptions/{sid}").status_code == 204
+    client.until_end()
+    assert_problem(open_stream(base_url, sid), 404)
+
+
+def test_the_list_shows_who_streams_each_partition_with_show_status(base_url, event_types,
+                                                                    subscriptions):
+    name = event_types(2)
+    sid = subscribe(subscriptions, [name])
+    application = requests.get(f"{base_url}/subscriptions/{sid}").json()["owning_application"]
+
+    def listed(**params) -> dict:
+        response = requests.get(f"{base_url}/subscriptions",
+                                params={"owning_application": application, **params})
+        assert response.status_code == 200, response.text
+        [item] = response.json()["items"]
+        return item
+
+    assert "status" not in listed()
+    assert listed(show_status="true")["status"] == [{"event_type": name, "partitions": [
+        {"partition": "0", "state": "unassigned"}, {"partition": "1", "state": "unassigned"}]}]
+    client = StreamClient(base_url, sid)
+    try:
+        assert listed(show_status="true")["status"][0]["partitions"] == [
+            {"partition": p, "state": "assigned", "stream_id": client.stream_id,
+             "assignment_type": "auto"} for p in ("0", "1")]
+    finally:
+        client.vanish()

@@ -1,0 +1,47 @@
+"""A subscription stream while ZooKeeper is killed: it ends cleanly with a line
+saying why, new streams are 503s, and consuming resumes from the last commit once
+ZooKeeper is back, on the same broker processes."""
+
+from __future__ import annotations
+
+import uuid
+
+import requests
+
+from tests.api.conftest import assert_problem
+from tests.faults.conftest import FaultStack
+from tests.helpers.load import new_fault_event_type
+from tests.helpers.subscription_streams import StreamClient, connect, events_of, open_stream
+from tests.helpers.waiting import wait_until
+
+
+def test_zookeeper_killed_under_a_subscription_stream(faults: FaultStack):
+    name = new_fault_event_type(faults.url, 1)
+    events = [{"n": n, "metadata": {"eid": str(uuid.uuid4()),
+                                    "occurred_at": "2026-11-22T10:00:00Z"}} for n in range(4)]
+    assert requests.post(f"{faults.url}/event-types/{name}/events", json=events).status_code \
+        == 200
+    created = requests.post(f"{faults.url}/subscriptions", json={
+        "owning_application": "faults", "event_types": [name], "read_from": "begin"})
+    sid = created.json()["id"]
+    client = StreamClient(faults.url, sid, batch_limit=2, batch_flush_timeout=1)
+    first = client.events_batch()
+    assert client.commit(first["cursor"]).status_code == 204
+    try:
+        faults.kill("zookeeper")
+        last = client.until_end()[-1]
+        assert "ZooKeeper" in last["info"]["debug"]
+        # (a 503 Response is falsy: wait for a list holding it)
+        [refused] = wait_until(lambda: [r for r in [open_stream(faults.url, sid)]
+                                        if r.status_code == 503], 20, what="a 503 for a stream")
+        assert "Retry-After" in refused.headers
+        assert_problem(refused, 503)
+    finally:
+        faults.restart("zookeeper")
+    again = connect(faults.url, sid, batch_limit=2, batch_flush_timeout=1)
+    try:
+        assert events_of([again.events_batch()]) == [2, 3]  # from the last commit on
+    finally:
+        again.vanish()
+    requests.delete(f"{faults.url}/subscriptions/{sid}")
+    requests.delete(f"{faults.url}/event-types/{name}")

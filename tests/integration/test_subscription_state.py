@@ -1,0 +1,163 @@
+"""A subscription's coordination state against the real ZooKeeper of the test session."""
+
+from __future__ import annotations
+
+import uuid
+
+import gevent
+import gevent.event
+import pytest
+
+from app.coordination.subscription_nodes import remove_subscription_state
+from app.coordination.subscription_state import (
+    ResetInProgress,
+    SubscriptionGone,
+    SubscriptionState,
+)
+from app.coordination.zookeeper import ZooKeeper
+from app.domain.topology import PartitionAssignment, Session, Topology
+
+KEYS = [("orders", "0"), ("orders", "1"), ("payments", "0")]
+
+
+@pytest.fixture
+def other_client(settings):
+    """A second client, as another instance of the broker would have."""
+    connection = ZooKeeper(settings.zookeeper, settings.zookeeper_root,
+                           settings.zookeeper_timeout_s)
+    yield connection.client()
+    connection.close()
+
+
+@pytest.fixture
+def subscription_id(zookeeper):
+    sid = str(uuid.uuid4())
+    yield sid
+    remove_subscription_state(zookeeper, sid)
+
+
+def offset(n: int) -> str:
+    return f"001-0001-{n:018d}"
+
+
+def test_concurrent_topology_changes_from_two_clients_all_survive(zookeeper, other_client,
+                                                                  subscription_id):
+    states = [SubscriptionState(zookeeper, subscription_id),
+              SubscriptionState(other_client, subscription_id)]
+    states[0].register(Session("s"))
+
+    def add(n: int):
+        def change(current: Topology) -> Topology:
+            gevent.sleep(0)  # let the other writers read the same version
+            return Topology((*current.partitions, PartitionAssignment("e", str(n))))
+        states[n % 2].update_topology(change)
+
+    gevent.joinall([gevent.spawn(add, n) for n in range(20)], raise_error=True)
+    written = states[0].topology()
+    assert sorted(int(p.partition) for p in written.partitions) == list(range(20))
+
+
+def test_rebalance_assigns_the_open_sessions_and_a_closed_client_loses_its_session(
+        zookeeper, other_client, subscription_id):
+    mine = SubscriptionState(zookeeper, subscription_id)
+    theirs = SubscriptionState(other_client, subscription_id)
+    mine.register(Session("a"))
+    theirs.register(Session("b", frozenset({("payments", "0")})))
+    topology = mine.rebalance(KEYS)
+    assert {p.key: p.heading_to() for p in topology.partitions} == {
+        ("orders", "0"): "a", ("orders", "1"): "a", ("payments", "0"): "b"}
+    assert theirs.topology() == topology
+    assert {s.id: s.requested for s in mine.sessions()} == {
+        "a": frozenset(), "b": frozenset({("payments", "0")})}
+
+    other_client.stop()  # its ephemeral session node goes with the client
+    assert [s.id for s in mine.sessions()] == ["a"]
+    after = mine.rebalance(KEYS)
+    assert all(p.session == "a" and p.state == "assigned" for p in after.partitions)
+
+
+def test_closing_sessions_are_marked(zookeeper, subscription_id):
+    state = SubscriptionState(zookeeper, subscription_id)
+    session = Session("a")
+    state.register(session)
+    state.mark_closing(session)
+    assert state.sessions() == [Session("a", closing=True)]
+    state.unregister("a")
+    assert state.sessions() == []
+    assert not state.session_exists("a")
+
+
+def test_starting_offsets_are_stored_exactly_once_under_a_race(zookeeper, other_client,
+                                                                subscription_id):
+    states = [SubscriptionState(zookeeper, subscription_id),
+              SubscriptionState(other_client, subscription_id)]
+    tries = [gevent.spawn(states[n % 2].initialize_offsets,
+                          {key: offset(n) for key in KEYS}) for n in range(6)]
+    gevent.joinall(tries, raise_error=True)
+    winners = [n for n, attempt in enumerate(tries) if attempt.value]
+    assert len(winners) == 1
+    assert all(states[0].committed(key) == offset(winners[0]) for key in KEYS)
+    assert states[1].offsets_initialized()
+
+
+def test_commits_only_move_forward_even_when_racing(zookeeper, other_client, subscription_id):
+    states = [SubscriptionState(zookeeper, subscription_id),
+              SubscriptionState(other_client, subscription_id)]
+    states[0].initialize_offsets({key: "001-0001--1" for key in KEYS})
+    assert states[0].commit(KEYS[0], offset(5))
+    assert not states[0].commit(KEYS[0], offset(5))
+    assert not states[1].commit(KEYS[0], offset(3))
+    assert states[0].committed(KEYS[0]) == offset(5)
+
+    racing = [gevent.spawn(states[n % 2].commit, KEYS[1], offset(n)) for n in range(30)]
+    gevent.joinall(racing, raise_error=True)
+    assert states[0].committed(KEYS[1]) == offset(29)
+    assert states[0].committed(KEYS[2]) == "001-0001--1"
+
+
+def test_a_commit_wakes_a_watch_of_the_offset(zookeeper, other_client, subscription_id):
+    state = SubscriptionState(zookeeper, subscription_id)
+    state.initialize_offsets({key: "001-0001--1" for key in KEYS})
+    fired = gevent.event.Event()
+    state.committed(KEYS[0], watch=lambda event: fired.set())
+    SubscriptionState(other_client, subscription_id).commit(KEYS[0], offset(1))
+    assert fired.wait(10)
+
+
+def test_a_reset_can_run_only_once_at_a_time_and_dies_with_its_client(
+        zookeeper, other_client, subscription_id):
+    mine = SubscriptionState(zookeeper, subscription_id)
+    theirs = SubscriptionState(other_client, subscription_id)
+    theirs.begin_reset()
+    with pytest.raises(ResetInProgress):
+        mine.begin_reset()
+    assert mine.reset_in_progress()
+    other_client.stop()
+    assert not mine.reset_in_progress()
+    mine.begin_reset()
+    mine.end_reset()
+    assert not mine.reset_in_progress()
+
+
+def test_offsets_can_be_reset_backwards(zookeeper, subscription_id):
+    state = SubscriptionState(zookeeper, subscription_id)
+    state.initialize_offsets({key: offset(9) for key in KEYS})
+    state.overwrite_offsets({KEYS[0]: offset(2)})
+    assert state.committed(KEYS[0]) == offset(2)
+    assert state.committed(KEYS[1]) == offset(9)
+
+
+def test_deleting_the_subscription_fires_watches_and_ends_reads(zookeeper, subscription_id):
+    state = SubscriptionState(zookeeper, subscription_id)
+    state.register(Session("a"))
+    state.rebalance(KEYS)
+    fired = gevent.event.Event()
+    state.topology(watch=lambda event: fired.set())
+    remove_subscription_state(zookeeper, subscription_id)
+    assert fired.wait(10)
+    with pytest.raises(SubscriptionGone):
+        state.topology()
+    with pytest.raises(SubscriptionGone):
+        state.sessions()
+    with pytest.raises(SubscriptionGone):
+        state.rebalance(KEYS)

@@ -1,0 +1,171 @@
+"""The subscription stream state machine against real ZooKeeper and each storage
+engine, driven directly (no HTTP)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from datetime import UTC, datetime
+
+import gevent
+import gevent.queue
+import pytest
+
+from app.coordination.subscription_nodes import remove_subscription_state
+from app.coordination.subscription_state import SubscriptionState
+from app.domain.subscription import Subscription
+from app.domain.timeline import Timeline
+from app.streaming.limits import StreamLimits
+from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
+from app.subscriptions.stream import SubscriptionStream
+from app.subscriptions.stream_options import Phase, StreamRefused, SubscriptionStreamParams
+from tests.helpers.waiting import wait_until
+
+EVENT_TYPE = "orders"
+
+
+@pytest.fixture
+def timeline(engine, topic):
+    return Timeline("t1", EVENT_TYPE, 1, engine.storage_type, topic, 3)
+
+
+@pytest.fixture
+def subscription(zookeeper):
+    now = datetime.now(UTC)
+    found = Subscription(str(uuid.uuid4()), "app", (EVENT_TYPE,), "default", "begin", now, now)
+    yield found
+    remove_subscription_state(zookeeper, found.id)
+
+
+class Client:
+    """A stream read by a greenlet, its lines in a queue."""
+
+    def __init__(self, stream: SubscriptionStream) -> None:
+        self.stream = stream
+        self.lines: gevent.queue.Queue = gevent.queue.Queue()
+        self.reader = gevent.spawn(self._read)
+
+    def _read(self) -> None:
+        lines = self.stream.lines()
+        try:
+            for line in lines:
+                self.lines.put(json.loads(line))
+        finally:
+            lines.close()
+            self.stream.end()
+            self.lines.put(None)
+
+    def batch(self, timeout: float = 10) -> dict | None:
+        return self.lines.get(timeout=timeout)
+
+    def events_batch(self) -> dict:
+        while True:
+            batch = self.batch()
+            assert batch is not None, "the stream ended"
+            if batch.get("events"):
+                return batch
+
+    def close(self) -> None:
+        self.reader.kill()
+
+
+def open_stream(zookeeper, engine, subscription, timeline, **params) -> Client:
+    partitions = SubscriptionPartitions({EVENT_TYPE: timeline})
+    limits = StreamLimits(**{k: params.pop(k) for k in list(params)
+                             if k in StreamLimits.__dataclass_fields__})
+    stream = SubscriptionStream(subscription, partitions,
+                                SubscriptionState(zookeeper, subscription.id),
+                                lambda _storage: engine,
+                                SubscriptionStreamParams(limits, **params))
+    bounds = {EVENT_TYPE: {b.partition: b for b in engine.bounds(timeline.topic)}}
+    stream.start(lambda: starting_offsets(subscription, partitions, bounds))
+    return Client(stream)
+
+
+def append(engine, topic, partition: int, count: int) -> None:
+    engine.append(topic, partition, [json.dumps({"n": n}).encode() for n in range(count)])
+
+
+def commit(zookeeper, subscription, batch) -> bool:
+    cursor = batch["cursor"]
+    return SubscriptionState(zookeeper, subscription.id).commit(
+        (cursor["event_type"], cursor["partition"]), cursor["offset"])
+
+
+def test_batches_carry_subscription_cursors_and_pause_until_committed(
+        zookeeper, engine, topic, timeline, subscription):
+    append(engine, topic, 0, 5)
+    client = open_stream(zookeeper, engine, subscription, timeline, batch_limit=2,
+                         batch_flush_timeout=1, max_uncommitted_events=2)
+    try:
+        first = client.events_batch()
+        assert first["cursor"]["event_type"] == EVENT_TYPE
+        assert first["cursor"]["partition"] == "0"
+        assert first["cursor"]["offset"] == "001-0001-000000000000000001"
+        uuid.UUID(first["cursor"]["cursor_token"])
+        assert [e["n"] for e in first["events"]] == [0, 1]
+        assert first["info"] == {"debug": "Stream started"}
+        # Two uncommitted: only keep-alives until the commit.
+        for _ in range(3):
+            assert "events" not in client.batch()
+        assert commit(zookeeper, subscription, first)
+        second = client.events_batch()
+        assert [e["n"] for e in second["events"]] == [2, 3]
+    finally:
+        client.close()
+
+
+def test_a_second_stream_takes_partitions_once_the_first_committed(
+        zookeeper, engine, topic, timeline, subscription):
+    first = open_stream(zookeeper, engine, subscription, timeline, batch_flush_timeout=1)
+    state = SubscriptionState(zookeeper, subscription.id)
+    second = None
+    try:
+        assert {p.session for p in state.topology().partitions} == {first.stream.id}
+        append(engine, topic, 1, 1)
+        delivered = first.events_batch()
+        second = open_stream(zookeeper, engine, subscription, timeline, batch_flush_timeout=1)
+        topology = state.topology()
+        assert len(topology.heading_to(second.stream.id)) == 1
+        # The first stream holds an uncommitted event; after the commit the moves finish.
+        commit(zookeeper, subscription, delivered)
+        wait_until(lambda: sorted(len(state.topology().held_by(c.stream.id))
+                                  for c in (first, second)) == [1, 2]
+                   and all(p.state == "assigned" for p in state.topology().partitions))
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def test_more_streams_than_partitions_are_refused_without_leaving_a_session(
+        zookeeper, engine, topic, timeline, subscription):
+    clients = [open_stream(zookeeper, engine, subscription, timeline) for _ in range(3)]
+    state = SubscriptionState(zookeeper, subscription.id)
+    try:
+        with pytest.raises(StreamRefused) as refused:
+            open_stream(zookeeper, engine, subscription, timeline)
+        assert refused.value.status == 409
+        assert len(state.sessions()) == 3
+    finally:
+        for client in clients:
+            client.close()
+
+
+def test_deleting_the_subscription_ends_its_stream(zookeeper, engine, topic, timeline,
+                                                   subscription):
+    client = open_stream(zookeeper, engine, subscription, timeline)
+    remove_subscription_state(zookeeper, subscription.id)
+    while client.batch() is not None:
+        pass
+    wait_until(lambda: client.stream.phase == Phase.ENDED)
+
+
+def test_a_stream_that_stops_reading_ends_and_frees_its_session(
+        zookeeper, engine, topic, timeline, subscription):
+    client = open_stream(zookeeper, engine, subscription, timeline)
+    state = SubscriptionState(zookeeper, subscription.id)
+    gevent.idle()  # the stream runs until it waits for events
+    client.close()  # the stream is stopped, as gunicorn does when the client left
+    wait_until(lambda: not state.sessions())
+    assert all(p.state == "unassigned" for p in state.topology().partitions)
