@@ -127,8 +127,18 @@ def require_consumer(event_types: Sequence[EventType]) -> None:
 
 
 def require_subscription(subscription: Subscription, operation: Operation) -> None:
+    """403 unless the caller may do ``operation`` (READ: view it; ADMIN: change it)."""
     _enforce(current_policy().subscription(subscription.id, subscription.authorization,
                                            operation))
+
+
+def require_subscription_reader(subscription: Subscription) -> None:
+    """403 unless the caller may stream and commit: a reader of the subscription and of
+    every event type it reads, and not blacklisted as their consumer."""
+    require_subscription(subscription, Operation.READ)
+    event_types = services().event_types
+    found = [event_types.get(name) for name in subscription.event_types]
+    require_consumer([entry[0] for entry in found if entry is not None])
 
 
 def require_admin(permission: AdminPermission) -> None:
