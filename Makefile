@@ -3,7 +3,8 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-packages run test lint migrate bench-storage bench-publish bench-stream
+.PHONY: setup system-packages run test lint migrate bench-storage bench-publish bench-stream \
+	bench-subscription
 
 setup: system-packages $(STAMP)
 
@@ -45,3 +46,7 @@ bench-publish: setup
 ## Streaming throughput from begin and publish-to-stream latency.
 bench-stream: setup
 	$(PYTHON) tests/benchmarks/bench_stream.py
+
+## Subscription streams: throughput, latency, rebalance time, 1,000 idle streams.
+bench-subscription: setup
+	$(PYTHON) tests/benchmarks/bench_subscription.py

@@ -17,7 +17,8 @@ from flask import Blueprint, Response, jsonify
 from app.api.body import json_body
 from app.api.lookups import event_type_or_404, partition_bounds
 from app.api.partitions import partition_view
-from app.cursors import CursorInvalid, Position, client_cursor, describe, resolve
+from app.cursors import CursorInvalid, client_cursor, describe, resolve
+from app.domain.cursor import Position
 from app.domain.timeline import Timeline
 from app.problems import Problem
 from app.security.guard import needs_scope, require_event_type

@@ -76,7 +76,7 @@ def order_event(n: int) -> dict:
     }
 
 
-def create_event_type(base_url: str) -> str:
+def create_event_type(base_url: str, partitions: int = 8) -> str:
     name = f"bench.order-{uuid.uuid4().hex[:8]}"
     authorization = {"authorization": {
         "admins": [{"data_type": "service", "value": "bench"}],
@@ -89,7 +89,8 @@ def create_event_type(base_url: str) -> str:
         "partition_strategy": "hash", "partition_key_fields": ["order_number"],
         "schema": {"type": "json_schema", "schema": json.dumps(ORDER_SCHEMA)},
         "default_statistic": {"messages_per_minute": 60000, "message_size": 200,
-                              "read_parallelism": 8, "write_parallelism": 8},
+                              "read_parallelism": partitions,
+                              "write_parallelism": partitions},
     })
     response.raise_for_status()
     return name

@@ -1,0 +1,351 @@
+"""Subscription streams against a real gunicorn, each figure next to its reference
+measured in the same run (machines here vary up to 2x from one run to the next).
+
+    python tests/benchmarks/bench_subscription.py [--events 300000] [--rate 200]
+        [--seconds 20] [--idle-streams 1000] [--engines postgres,kafka]
+
+For each engine it prints:
+- throughput: events/s of one subscription stream from ``begin`` over
+  ``--events`` pre-published ~200-byte events, batch_limit 100, the client
+  committing every batch (from a second thread, so reading goes on while a
+  commit is under way; batches that arrived during a commit are committed
+  together by their newest cursor per partition); next to the low-level
+  stream's rate over the same events with the same batch_limit, and the
+  commits' p50/p99 latency;
+- latency: single events published over HTTP at ``--rate`` events/s to a
+  subscription stream with batch_limit 1 whose client commits the same way;
+  p50/p99 from the publish to the arrival of the event;
+- rebalance: with one stream receiving events, the time from a second stream's
+  request until both streams have received events;
+- idle streams (first engine only): ``--idle-streams`` subscription streams
+  held open on ONE gunicorn worker, the worker's memory per stream, and how
+  late their keep-alives (batch_flush_timeout 2 s) come.
+
+Starts its own PostgreSQL, ZooKeeper and Kafka-protocol broker on free ports
+unless NAKADI_* addresses are set.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import http.client
+import json
+import queue
+import selectors
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import orjson
+import requests
+
+from app.config import Settings
+from tests.benchmarks.bench_publish import create_event_type, order_event
+from tests.benchmarks.bench_stream import prepublish
+from tests.benchmarks.harness import running_broker, set_default_storage, start_server
+
+PARTITIONS = 8
+
+
+def create_subscription(base_url: str, event_type: str, read_from: str = "begin") -> str:
+    response = requests.post(base_url + "/subscriptions", json={
+        "owning_application": "bench", "event_types": [event_type],
+        "consumer_group": f"bench-{uuid.uuid4().hex[:8]}", "read_from": read_from})
+    response.raise_for_status()
+    return response.json()["id"]
+
+
+class SubscriptionClient:
+    """A pyNakadi-style consumer: one streaming connection and one for commits."""
+
+    def __init__(self, port: int, subscription_id: str, **params: int) -> None:
+        self._id = subscription_id
+        self._stream = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        self._commits = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+        query = "&".join(f"{key}={value}" for key, value in params.items())
+        self._stream.request("GET", f"/subscriptions/{subscription_id}/events?{query}")
+        self._response = self._stream.getresponse()
+        if self._response.status != 200:
+            raise RuntimeError(f"{self._response.status}: {self._response.read().decode()}")
+        self.stream_id = self._response.getheader("X-Nakadi-StreamId")
+
+    def batches(self) -> Iterator[dict]:
+        """Each batch as it arrives, until the server ends the stream."""
+        while line := self._response.readline():
+            if line.strip():
+                yield orjson.loads(line)
+
+    def commit(self, cursors: list[dict]) -> None:
+        self._commits.request(
+            "POST", f"/subscriptions/{self._id}/cursors", orjson.dumps({"items": cursors}),
+            {"Content-Type": "application/json", "X-Nakadi-StreamId": self.stream_id})
+        answer = self._commits.getresponse()
+        body = answer.read()
+        if answer.status not in (200, 204):
+            raise RuntimeError(f"commit: {answer.status} {body.decode()}")
+
+    def close(self) -> None:
+        self._stream.close()
+        self._commits.close()
+
+
+class Committer:
+    """Commits from its own thread, as a client that keeps reading while it commits does.
+    When batches came faster than a commit takes, it commits the newest cursor, which
+    commits every batch before it too (commits are cumulative per partition). Records
+    each commit's latency (ms)."""
+
+    def __init__(self, client: SubscriptionClient) -> None:
+        self._client = client
+        self._queue: queue.Queue[dict | None] = queue.Queue()
+        self.latencies: list[float] = []
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def commit(self, cursor: dict) -> None:
+        self._queue.put(cursor)
+
+    def _run(self) -> None:
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            while (cursor := self._queue.get()) is not None:
+                newest = {cursor["partition"]: cursor}
+                with contextlib.suppress(queue.Empty):
+                    while (more := self._queue.get_nowait()) is not None:
+                        newest[more["partition"]] = more
+                    self._queue.put(None)  # the end came with the others: keep it
+                started = time.perf_counter()
+                self._client.commit(list(newest.values()))
+                self.latencies.append((time.perf_counter() - started) * 1000)
+
+    def finish(self) -> list[float]:
+        """Waits for the queued commits; their latencies, sorted."""
+        self._queue.put(None)
+        self._thread.join(60)
+        return sorted(self.latencies)
+
+
+def low_level_throughput(port: int, name: str, count: int) -> float:
+    """Events/s of a low-level stream from begin with batch_limit 100."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    cursors = json.dumps([{"partition": str(p), "offset": "begin"} for p in range(PARTITIONS)])
+    started = time.perf_counter()
+    conn.request("GET", f"/event-types/{name}/events?batch_limit=100&stream_limit={count}",
+                 headers={"X-Nakadi-Cursors": cursors})
+    response = conn.getresponse()
+    if response.status != 200:
+        raise RuntimeError(response.read().decode())
+    while response.read1(1 << 20):
+        pass
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return count / elapsed
+
+
+def subscription_throughput(port: int, base_url: str, name: str, count: int
+                            ) -> tuple[float, list[float]]:
+    """Events/s of a subscription stream from begin, committing every batch, and the
+    commits' latencies."""
+    client = SubscriptionClient(port, create_subscription(base_url, name), batch_limit=100,
+                                stream_limit=count, max_uncommitted_events=2000)
+    committer = Committer(client)
+    started = time.perf_counter()
+    received = 0
+    for batch in client.batches():
+        if batch.get("events"):
+            received += len(batch["events"])
+            committer.commit(batch["cursor"])
+    elapsed = time.perf_counter() - started
+    latencies = committer.finish()
+    client.close()
+    if received != count:
+        raise RuntimeError(f"received {received} of {count} events")
+    return count / elapsed, latencies
+
+
+def end_to_end_latency(port: int, base_url: str, name: str, rate: float,
+                       seconds: float) -> list[float]:
+    """Milliseconds from each single-event publish to its arrival on a committing
+    subscription stream with batch_limit 1."""
+    client = SubscriptionClient(port, create_subscription(base_url, name, "end"),
+                                batch_limit=1, batch_flush_timeout=1,
+                                max_uncommitted_events=1000)
+    committer = Committer(client)
+    sent_at: dict[str, float] = {}
+    latencies: list[float] = []
+
+    def consume() -> None:
+        with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
+            for batch in client.batches():
+                arrived = time.perf_counter()
+                for event in batch.get("events", []):
+                    latencies.append((arrived - sent_at[event["metadata"]["eid"]]) * 1000)
+                if batch.get("events"):
+                    committer.commit(batch["cursor"])
+
+    consumer = threading.Thread(target=consume, daemon=True)
+    consumer.start()
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    due = time.perf_counter()
+    end = due + seconds
+    while due < end:
+        pause = due - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        event = order_event(0)
+        sent_at[event["metadata"]["eid"]] = time.perf_counter()
+        conn.request("POST", f"/event-types/{name}/events", orjson.dumps([event]),
+                     {"Content-Type": "application/json"})
+        conn.getresponse().read()
+        due += 1 / rate
+    time.sleep(1)
+    committer.finish()
+    client.close()
+    consumer.join(5)
+    conn.close()
+    return sorted(latencies)
+
+
+def rebalance_time(port: int, base_url: str, name: str) -> float:
+    """Seconds from a second stream's request until both streams received events,
+    while events keep coming to every partition."""
+    subscription = create_subscription(base_url, name, "end")
+    stop = threading.Event()
+    got_events: dict[str, float] = {}
+
+    def publish() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port)
+        while not stop.is_set():
+            batch = orjson.dumps([order_event(n) for n in range(PARTITIONS * 4)])
+            conn.request("POST", f"/event-types/{name}/events", batch,
+                         {"Content-Type": "application/json"})
+            conn.getresponse().read()
+            time.sleep(0.01)
+        conn.close()
+
+    def consume(label: str, client: SubscriptionClient) -> None:
+        with contextlib.suppress(OSError, http.client.HTTPException, ValueError):
+            for batch in client.batches():
+                if batch.get("events"):
+                    got_events.setdefault(label, time.perf_counter())
+                    client.commit([batch["cursor"]])
+                if stop.is_set():
+                    return
+
+    producer = threading.Thread(target=publish, daemon=True)
+    producer.start()
+    first = SubscriptionClient(port, subscription, batch_limit=10, batch_flush_timeout=1)
+    threading.Thread(target=consume, args=("first", first), daemon=True).start()
+    while "first" not in got_events:
+        time.sleep(0.01)
+    joined = time.perf_counter()
+    got_events.pop("first")
+    second = SubscriptionClient(port, subscription, batch_limit=10, batch_flush_timeout=1)
+    threading.Thread(target=consume, args=("second", second), daemon=True).start()
+    deadline = joined + 30
+    while len(got_events) < 2 and time.perf_counter() < deadline:
+        time.sleep(0.005)
+    stop.set()
+    first.close()
+    second.close()
+    if len(got_events) < 2:
+        raise RuntimeError("the streams did not both receive events within 30 s")
+    return max(got_events.values()) - joined
+
+
+def worker_rss_kb(master_pid: int) -> int:
+    """The resident memory of the (single) gunicorn worker of a master."""
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    status = Path(f"/proc/{children[0]}/status").read_text()
+    return int(next(line for line in status.splitlines()
+                    if line.startswith("VmRSS:")).split()[1])
+
+
+def idle_streams(env: dict[str, str], count: int) -> tuple[float, float, float]:
+    """KB of worker memory per open subscription stream, and the p99 and max lateness
+    (s) of keep-alives due every 2 s, with ``count`` streams on one worker."""
+    server, port = start_server(dict(env, NAKADI_WORKER_CONNECTIONS=str(count + 100)), 1)
+    try:
+        base_url = f"http://127.0.0.1:{port}"
+        name = create_event_type(base_url, partitions=1)
+        subscriptions = [create_subscription(base_url, name, "end") for _ in range(count)]
+        time.sleep(1)
+        before = worker_rss_kb(server.pid)
+        selector = selectors.DefaultSelector()
+        last_seen: dict[socket.socket, float] = {}
+        lateness: list[float] = []
+        for subscription in subscriptions:
+            sock = socket.create_connection(("127.0.0.1", port))
+            sock.sendall(f"GET /subscriptions/{subscription}/events?batch_flush_timeout=2"
+                         f" HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+            sock.setblocking(False)
+            selector.register(sock, selectors.EVENT_READ)
+            last_seen[sock] = time.perf_counter()
+        settle_until = time.perf_counter() + 6
+        measure_until = settle_until + 12
+        while (now := time.perf_counter()) < measure_until:
+            for key, _ in selector.select(timeout=0.5):
+                sock = key.fileobj
+                data = sock.recv(65536)  # type: ignore[union-attr]
+                now = time.perf_counter()
+                if data.count(b"cursor") and now > settle_until:
+                    lateness.append(max(0.0, now - last_seen[sock] - 2.0))  # type: ignore[index]
+                if data:
+                    last_seen[sock] = now  # type: ignore[index]
+        after = worker_rss_kb(server.pid)
+        for sock in last_seen:
+            sock.close()
+        if not lateness:
+            raise RuntimeError("no keep-alive arrived")
+        lateness.sort()
+        return ((after - before) / count, lateness[int(len(lateness) * 0.99)], lateness[-1])
+    finally:
+        server.terminate()
+        server.wait(30)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=300_000)
+    parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
+    parser.add_argument("--seconds", type=float, default=20.0, help="latency run length")
+    parser.add_argument("--idle-streams", type=int, default=1000)
+    parser.add_argument("--engines", default="postgres,kafka")
+    args = parser.parse_args()
+
+    with running_broker() as (env, port, _):
+        settings = Settings.from_env(env)
+        base_url = f"http://127.0.0.1:{port}"
+        for engine in args.engines.split(","):
+            set_default_storage(settings.database_url, engine)
+            name = create_event_type(base_url)
+            prepublish(settings, name, engine, args.events)
+            reference = low_level_throughput(port, name, args.events)
+            rate, commits = subscription_throughput(port, base_url, name, args.events)
+            print(f"{engine:9} subscription stream, batch_limit 100, commit per batch:"
+                  f" {rate:,.0f} events/s; low-level stream {reference:,.0f} events/s"
+                  f" ({rate / reference:.0%}); commits p50 {commits[len(commits) // 2]:.1f} ms,"
+                  f" p99 {commits[int(len(commits) * 0.99)]:.1f} ms", flush=True)
+            name = create_event_type(base_url)
+            latencies = end_to_end_latency(port, base_url, name, args.rate, args.seconds)
+            if not latencies:
+                raise RuntimeError("no event arrived")
+            print(f"{engine:9} publish -> subscription stream at {args.rate:.0f} events/s,"
+                  f" batch_limit 1: p50 {latencies[len(latencies) // 2]:.1f} ms,"
+                  f" p99 {latencies[int(len(latencies) * 0.99)]:.1f} ms"
+                  f" ({len(latencies)} events)", flush=True)
+            seconds = rebalance_time(port, base_url, create_event_type(base_url))
+            print(f"{engine:9} rebalance: second stream joined, both receive events after"
+                  f" {seconds * 1000:.0f} ms", flush=True)
+        set_default_storage(settings.database_url, args.engines.split(",")[0])
+        per_stream, p99, worst = idle_streams(env, args.idle_streams)
+        print(f"idle streams: {args.idle_streams} on one worker, {per_stream:.0f} KB each;"
+              f" keep-alives every 2 s late by p99 {p99 * 1000:.0f} ms,"
+              f" max {worst * 1000:.0f} ms", flush=True)
+
+
+if __name__ == "__main__":
+    main()
