@@ -85,12 +85,14 @@ def test_blacklist_lists_blocks_and_unblocks(secure_url):
                        ("CONSUMER_ET", "c.d"), ("PRODUCER_APP", "alice")):
         response = requests.put(f"{url}/{kind}/{name}", headers=auth("root"))
         assert response.status_code == 204 and not response.content
-    assert requests.get(url, headers=auth("root")).json() == {
-        "producers": {"event_types": ["a.b"], "apps": ["alice"]},
-        "consumers": {"event_types": ["c.d"], "apps": ["stups_app"]}}
+    listed = {"producers": {"event_types": ["a.b"], "apps": ["alice"]},
+              "consumers": {"event_types": ["c.d"], "apps": ["stups_app"]}}
+    everywhere(lambda: requests.get(url, headers=auth("root")).json() == listed,
+               "every worker lists the blacklist")
     assert requests.delete(f"{url}/PRODUCER_ET/a.b", headers=auth("root")).status_code == 204
     assert requests.delete(f"{url}/PRODUCER_ET/a.b", headers=auth("root")).status_code == 204
-    assert requests.get(url, headers=auth("root")).json()["producers"]["event_types"] == []
+    everywhere(lambda: requests.get(url, headers=auth("root")).json()["producers"][
+        "event_types"] == [], "every worker lists the unblocked entry gone")
     assert "CONSUMER_APP" in assert_problem(
         requests.put(f"{url}/EVERYONE/x", headers=auth("root")), 422)["detail"]
 
@@ -110,9 +112,9 @@ def test_blocked_producers_get_403s_on_every_instance(secure_url, base_url,
     everywhere(lambda: requests.post(f"{base_url}/event-types/{name}/events",
                                      json=[business_event()]).status_code == 403,
                "publishing blocked on the other instance")
-    detail = assert_problem(requests.post(url, headers=auth("bob"), json=[business_event()]),
-                            403)["detail"]
-    assert f"publishing EventType '{name}' is blocked" in detail
+    everywhere(lambda: f"publishing EventType '{name}' is blocked" in requests.post(
+        url, headers=auth("bob"), json=[business_event()]).json()["detail"],
+               "publishing blocked on the secured instance")
     requests.delete(f"{blacklist}/PRODUCER_ET/{name}", headers=auth("root"))
     everywhere(lambda: requests.post(url, headers=auth("bob"),
                                      json=[business_event()]).status_code == 200,
@@ -133,7 +135,11 @@ def test_blocked_consumers_cannot_stream_and_their_open_streams_close(
         lines = [json.loads(line) for line in stream.iter_lines()]
     # A keep-alive a second: it ended long before its 60 s stream_timeout.
     assert len(lines) < 30 and all("cursor" in line for line in lines)
-    assert_problem(requests.get(url, headers=auth("app")), 403)
+    def refused() -> bool:
+        with requests.get(url, headers=auth("app"), stream=True, timeout=30) as response:
+            return response.status_code == 403
+
+    everywhere(refused, "the consumer blocked on every worker")
 
 
 def test_features_are_listed_and_toggled(secure_url):
@@ -146,8 +152,9 @@ def test_features_are_listed_and_toggled(secure_url):
     response = requests.post(url, headers=auth("root"),
                              json={"feature": "disable_event_type_deletion", "enabled": True})
     assert response.status_code == 204 and not response.content
-    assert {"feature": "disable_event_type_deletion", "enabled": True} in requests.get(
-        url, headers=auth("root")).json()["items"]
+    everywhere(lambda: {"feature": "disable_event_type_deletion", "enabled": True}
+               in requests.get(url, headers=auth("root")).json()["items"],
+               "every worker lists the feature enabled")
 
 
 @pytest.mark.parametrize(("body", "named"), [
@@ -172,15 +179,22 @@ def test_disabled_event_type_creation_and_deletion_are_503s(secure_url, base_url
     existing = protected_event_types(None)
     _toggle(secure_url, "disable_event_type_creation")
     _toggle(secure_url, "disable_event_type_deletion")
-    name = f"sec.test-{uuid.uuid4().hex[:10]}"
+    created_early: list[str] = []
 
     def creation_refused() -> bool:
-        response = requests.post(base_url + "/event-types", json=event_type_body(name, None))
+        # A new name each time: one created before the toggle arrived would answer 409.
+        attempt = f"sec.test-{uuid.uuid4().hex[:10]}"
+        response = requests.post(base_url + "/event-types",
+                                 json=event_type_body(attempt, None))
+        if response.status_code == 201:
+            created_early.append(attempt)
         return response.status_code == 503 and "disabled" in response.json()["detail"]
 
     everywhere(creation_refused, "creation disabled on the open instance")
-    assert_problem(requests.delete(f"{secure_url}/event-types/{existing}",
-                                   headers=auth("root")), 503)
+    name = f"sec.test-{uuid.uuid4().hex[:10]}"
+    everywhere(lambda: requests.delete(f"{secure_url}/event-types/{existing}",
+                                       headers=auth("root")).status_code == 503,
+               "deletion disabled")
     _toggle(secure_url, "disable_event_type_creation", False)
     everywhere(lambda: requests.post(secure_url + "/event-types", headers=auth("root"),
                                      json=event_type_body(name, None)).status_code in (201, 409),
@@ -189,6 +203,8 @@ def test_disabled_event_type_creation_and_deletion_are_503s(secure_url, base_url
     everywhere(lambda: requests.delete(f"{secure_url}/event-types/{name}",
                                        headers=auth("root")).status_code in (200, 404),
                "deletion enabled again")
+    for early in created_early:
+        requests.delete(f"{secure_url}/event-types/{early}", headers=auth("root"))
 
 
 def _subscribe(url: str, event_types: list[str], owner: str = "sec-test") -> requests.Response:
@@ -202,12 +218,20 @@ def test_disabled_subscription_creation_answers_only_existing_ones(
     existing = _subscribe(secure_url, [name])
     assert existing.status_code == 201
     _toggle(secure_url, "disable_subscription_creation")
-    everywhere(lambda: _subscribe(secure_url, [name], "another").status_code == 503,
-               "subscription creation disabled")
+    created = [existing.json()["id"]]
+
+    def creation_refused() -> bool:
+        # A new owner each time: one created before the toggle arrived would answer 200.
+        response = _subscribe(secure_url, [name], f"another-{uuid.uuid4().hex[:8]}")
+        if response.status_code == 201:
+            created.append(response.json()["id"])
+        return response.status_code == 503
+
+    everywhere(creation_refused, "subscription creation disabled")
     again = _subscribe(secure_url, [name])
     assert again.status_code == 200 and again.json()["id"] == existing.json()["id"]
-    requests.delete(f"{secure_url}/subscriptions/{existing.json()['id']}",
-                    headers=auth("root"))
+    for subscription_id in created:
+        requests.delete(f"{secure_url}/subscriptions/{subscription_id}", headers=auth("root"))
 
 
 def test_deleting_an_event_type_with_its_subscriptions(secure_url, protected_event_types):
@@ -218,8 +242,11 @@ def test_deleting_an_event_type_with_its_subscriptions(secure_url, protected_eve
     assert shared in assert_problem(requests.delete(url, headers=auth("root")), 422)["detail"]
     _toggle(secure_url, "delete_event_type_with_subscriptions")
     # Subscriptions that read other event types too still keep it.
-    everywhere(lambda: shared in requests.delete(url, headers=auth("root")).json()["detail"],
-               "the shared subscription still blocks")
+    def only_shared_blocks() -> bool:
+        detail = requests.delete(url, headers=auth("root")).json()["detail"]
+        return shared in detail and alone not in detail
+
+    everywhere(only_shared_blocks, "the toggle applied; the shared subscription still blocks")
     assert requests.get(f"{secure_url}/subscriptions/{alone}",
                         headers=auth("root")).status_code == 200
     requests.delete(f"{secure_url}/subscriptions/{shared}", headers=auth("root"))

@@ -11,6 +11,7 @@ import requests
 
 from tests.api.conftest import assert_problem
 from tests.api.security.conftest import EVERYONE, auth
+from tests.helpers.waiting import wait_until
 
 SECTION = {"admins": [{"data_type": "user", "value": "alice"}],
            "readers": [{"data_type": "service", "value": "stups_app"}]}
@@ -207,4 +208,5 @@ def test_a_blacklisted_consumer_subscription_stream_closes(secure_url, protected
                      headers=auth("root"))
         lines = [json.loads(line) for line in stream.iter_lines()]
     assert len(lines) < 30
-    assert stream_status(secure_url, subscription_id, auth("app")) == 403
+    wait_until(lambda: all(stream_status(secure_url, subscription_id, auth("app")) == 403
+                           for _ in range(6)), what="the consumer blocked on every worker")
