@@ -28,6 +28,7 @@ class Settings:
     default_storage: str = "postgres"
     log_level: str = "INFO"
     retention_check_interval_s: float = 60.0
+    topic_sweep_interval_s: float = 30.0
     default_partitions: int = RegistrySettings.default_partitions
     max_partitions: int = RegistrySettings.max_partitions
     min_retention_ms: int = RegistrySettings.min_retention_time_ms
