@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup system-packages run test lint migrate bench-storage bench-publish bench-stream \
-	bench-subscription
+	bench-subscription bench-pipeline
 
 setup: system-packages $(STAMP)
 
@@ -14,7 +14,7 @@ system-packages:
 $(STAMP): setup.cfg pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[local,test]'
+	$(VENV)/bin/pip install --quiet -e '.[local,test,spark]'
 	touch $(STAMP)
 
 ## Start PostgreSQL, ZooKeeper, the Kafka-protocol broker and the API on :8080.
@@ -35,18 +35,22 @@ migrate: setup
 	$(PYTHON) -m sql.migrate
 
 bench-storage: setup
-	$(PYTHON) tests/benchmarks/bench_storage.py
+	$(PYTHON) -m tests.benchmarks.bench_storage
 
 ## Publishing over HTTP (needs wrk, which it installs).
 bench-publish: setup
 	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get install -y -q wrk; }
-	$(PYTHON) tests/benchmarks/bench_publish.py
+	$(PYTHON) -m tests.benchmarks.bench_publish
 
 ## Streaming throughput from begin and publish-to-stream latency.
 bench-stream: setup
-	$(PYTHON) tests/benchmarks/bench_stream.py
+	$(PYTHON) -m tests.benchmarks.bench_stream
 
 ## Subscription streams: throughput, latency, rebalance time, 1,000 idle streams.
 bench-subscription: setup
-	$(PYTHON) tests/benchmarks/bench_subscription.py
+	$(PYTHON) -m tests.benchmarks.bench_subscription
+
+## The PySpark pipeline: archiver and nakadi source next to Spark reading JSON Lines.
+bench-pipeline: setup
+	$(PYTHON) -m tests.benchmarks.bench_pipeline

@@ -12,6 +12,7 @@ from app.input_guard import install_input_guard
 from app.logs import configure_logging
 from app.problems import register_problem_handlers
 from app.repository.database import make_green
+from app.security.guard import install_authentication
 from app.services import Services
 
 
@@ -25,6 +26,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     register_problem_handlers(app)
     install_flow_id(app, logging.getLogger("nakadi.access"))
     install_input_guard(app)
+    install_authentication(app)
 
     from app.api import (
         cursor_operations,
@@ -38,9 +40,11 @@ def create_app(settings: Settings | None = None) -> Flask:
         subscription_stats,
         subscriptions,
     )
+    from app.api import settings as settings_api
 
     for module in (health, event_types, events, partitions, cursor_operations, registry,
-                   subscriptions, subscription_events, subscription_cursors, subscription_stats):
+                   subscriptions, subscription_events, subscription_cursors, subscription_stats,
+                   settings_api):
         app.register_blueprint(module.blueprint)
     app.after_request(_no_type_without_body)
     return app

@@ -12,6 +12,7 @@ from dataclasses import dataclass, fields
 from functools import cached_property
 
 from app.registry.settings import RegistrySettings
+from app.security.subjects import parse_attribute_list, parse_realms
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,7 @@ class Settings:
     default_storage: str = "postgres"
     log_level: str = "INFO"
     retention_check_interval_s: float = 60.0
+    topic_sweep_interval_s: float = 30.0
     default_partitions: int = RegistrySettings.default_partitions
     max_partitions: int = RegistrySettings.max_partitions
     min_retention_ms: int = RegistrySettings.min_retention_time_ms
@@ -35,6 +37,21 @@ class Settings:
     max_batch_bytes: int = 50_000_000
     max_streams_per_partition: int = 10
     max_subscription_partitions: int = 100
+    # Security (app/security): authentication is off while no token-info URL is set.
+    oauth2_tokeninfo_url: str = ""
+    oauth2_tokeninfo_timeout_s: float = 2.0
+    oauth2_realms: str = "/employees=user,/services=service"
+    oauth2_cache_size: int = 10_000
+    oauth2_cache_ttl_s: float = 60.0
+    oauth2_read_scope: str = ""
+    oauth2_write_scope: str = ""
+    oauth2_admin_scope: str = ""
+    admins: str = ""
+
+    def __post_init__(self) -> None:
+        # Malformed security lists stop the start, naming the variable.
+        parse_attribute_list(self.admins, "NAKADI_ADMINS")
+        parse_realms(self.oauth2_realms)
 
     @cached_property
     def registry(self) -> RegistrySettings:

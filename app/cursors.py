@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
 
+from app.domain.cursor import Position
 from app.domain.timeline import Timeline
 from app.storage.engine import PartitionBounds
 from app.storage.offsets import InvalidOffset, decode_offset, encode_offset
@@ -23,12 +23,6 @@ PARTITION_NAME = re.compile(r"^(0|[1-9][0-9]{0,8})$")
 
 class CursorInvalid(ValueError):
     """A cursor that cannot be used; the message names it and says why (a 422)."""
-
-
-@dataclass(frozen=True)
-class Position:
-    partition: int
-    offset: int
 
 
 def describe(cursor: Any) -> str:

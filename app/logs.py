@@ -26,9 +26,12 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        flow_id = g.get("flow_id") if has_app_context() else None
-        if flow_id:
-            entry["flow_id"] = flow_id
+        if has_app_context():
+            flow_id, subject = g.get("flow_id"), g.get("subject")
+            if flow_id:
+                entry["flow_id"] = flow_id
+            if subject is not None:  # who, never their token
+                entry["subject"] = str(subject)
         for key, value in vars(record).items():
             if key not in STANDARD_ATTRIBUTES and not key.startswith("_"):
                 entry[key] = value

@@ -29,8 +29,9 @@ def _address(dsn: str) -> str:
     return f"{parts.hostname or 'localhost'}:{parts.port or 5432}{parts.path}"
 
 
-def _check_tcp(name: str, servers: str) -> None:
-    """Pass when any of the comma-separated host:port servers accepts a connection."""
+def _check_tcp(name: str, servers: str, shown: str | None = None) -> None:
+    """Pass when any of the comma-separated host:port servers accepts a connection;
+    the error names them as ``shown`` (default: ``servers``)."""
     errors = []
     for server in servers.split(","):
         host, _, port = server.strip().rpartition(":")
@@ -39,7 +40,8 @@ def _check_tcp(name: str, servers: str) -> None:
                 return
         except (OSError, ValueError) as error:
             errors.append(f"{server.strip()}: {error}")
-    raise DependencyUnavailable(f"{name} at {servers} is unreachable ({'; '.join(errors)})")
+    raise DependencyUnavailable(
+        f"{name} at {shown or servers} is unreachable ({'; '.join(errors)})")
 
 
 def prepare(settings: Settings) -> list[str]:
@@ -69,6 +71,8 @@ def prepare(settings: Settings) -> list[str]:
 
 
 def _check_zookeeper(hosts: str) -> None:
+    # A refused connection fails at once; kazoo alone would retry until its timeout.
+    _check_tcp("ZooKeeper", hosts.split("/", 1)[0], hosts)
     zookeeper = KazooClient(hosts=hosts, timeout=CHECK_TIMEOUT_S)
     try:
         zookeeper.start(timeout=CHECK_TIMEOUT_S)

@@ -29,6 +29,11 @@ def stack_env() -> Iterator[dict[str, str]]:
     stack = LocalStack(data_dir, free_port(), free_port(), free_port())
     env = stack.start({})
     env["NAKADI_ZOOKEEPER_ROOT"] = "/nakadi-test"
+    # The session's gunicorns never purge expired events nor sweep pending topic
+    # removals: the tests of those jobs run them themselves and must not race a
+    # worker's run (which would purge or remove first, or hold the lock meanwhile).
+    env["NAKADI_RETENTION_CHECK_INTERVAL_S"] = "86400"
+    env["NAKADI_TOPIC_SWEEP_INTERVAL_S"] = "86400"
     conn = psycopg2.connect(env["NAKADI_DATABASE_URL"])
     migrate(conn)
     conn.close()

@@ -3,8 +3,9 @@
 A deleted event type's streams end within about a second (every worker hears
 of it through NOTIFY); its topics go ``DELAY_S`` later, so no reader fetches
 from a topic as it disappears: librdkafka 2.16 crashes the process when one
-does. The worker that deleted the event type removes them; a periodic sweep in
-every worker removes those it did not (it died, or the storage failed).
+does. The worker that deleted the event type removes them; a sweep in every
+worker, each ``NAKADI_TOPIC_SWEEP_INTERVAL_S``, removes those it did not (it
+died, or the storage failed).
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from app.storage.engine import StorageError
 from workers.periodic import run_every
 
 DELAY_S = 2.0
-SWEEP_INTERVAL_S = 30.0
 
 log = logging.getLogger(__name__)
 
@@ -54,8 +54,9 @@ def delete_later(services: Services, timelines: list[Timeline]) -> gevent.Greenl
 
 
 def start_sweeps(services: Services) -> gevent.Greenlet:
-    """Remove due topics every ``SWEEP_INTERVAL_S`` seconds, forever."""
-    return run_every(SWEEP_INTERVAL_S, lambda: delete_due_topics(services),
+    """Remove due topics every ``topic_sweep_interval_s`` seconds, forever."""
+    return run_every(services.settings.topic_sweep_interval_s,
+                     lambda: delete_due_topics(services),
                      "topics of deleted event types removed")
 
 

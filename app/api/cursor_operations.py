@@ -17,9 +17,12 @@ from flask import Blueprint, Response, jsonify
 from app.api.body import json_body
 from app.api.lookups import event_type_or_404, partition_bounds
 from app.api.partitions import partition_view
-from app.cursors import CursorInvalid, Position, client_cursor, describe, resolve
+from app.cursors import CursorInvalid, client_cursor, describe, resolve
+from app.domain.cursor import Position
 from app.domain.timeline import Timeline
 from app.problems import Problem
+from app.security.guard import needs_scope, require_event_type
+from app.security.policy import Operation
 from app.storage.engine import PartitionBounds
 from app.storage.offsets import encode_offset
 
@@ -48,15 +51,23 @@ def _resolved(cursor: Any, where: str, timeline: Timeline,
         raise Problem(422, f"{where}: {error}") from None
 
 
+def _readable_timeline(name: str) -> Timeline:
+    """The event type's active timeline, if the caller may read the event type."""
+    event_type, timeline = event_type_or_404(name)
+    require_event_type(event_type, Operation.READ)
+    return timeline
+
+
 def _as_sent(cursor: Mapping[str, Any]) -> dict[str, Any]:
     return {"partition": cursor["partition"], "offset": cursor["offset"]}
 
 
 @blueprint.post("/event-types/<name>/cursor-distances")
+@needs_scope(Operation.READ)
 def cursor_distances(name: str) -> Response:
     """``final - initial`` per pair: the events after the initial cursor up to and
     including the final one; negative when the final cursor is the earlier one."""
-    _, timeline = event_type_or_404(name)
+    timeline = _readable_timeline(name)
     queries = _json_array("objects with initial_cursor and final_cursor")
     bounds = partition_bounds(timeline)
     results = []
@@ -80,9 +91,10 @@ def cursor_distances(name: str) -> Response:
 
 
 @blueprint.post("/event-types/<name>/cursors-lag")
+@needs_scope(Operation.READ)
 def cursors_lag(name: str) -> Response:
     """One Partition per cursor, in the order sent, with the events after the cursor."""
-    _, timeline = event_type_or_404(name)
+    timeline = _readable_timeline(name)
     cursors = _json_array("cursors")
     bounds = partition_bounds(timeline)
     lags = []
@@ -126,9 +138,10 @@ def _shifted(position: Position, shift: int, available: PartitionBounds,
 
 
 @blueprint.post("/event-types/<name>/shifted-cursors")
+@needs_scope(Operation.READ)
 def shifted_cursors(name: str) -> Response:
     """Each cursor moved by its ``shift`` events, in the order sent."""
-    _, timeline = event_type_or_404(name)
+    timeline = _readable_timeline(name)
     items = _json_array("cursors with a shift")
     bounds = partition_bounds(timeline)
     shifted = []

@@ -10,10 +10,18 @@ from app.api.body import json_body
 from app.api.lookups import event_type_or_404
 from app.api.params import int_param, pagination_links
 from app.domain.event_type_document import event_type_document, schema_document
+from app.domain.security import Feature
 from app.problems import Problem, problem_response
 from app.registry import operations
 from app.registry.errors import EventTypeInvalid
 from app.repository import event_types as repository
+from app.security.guard import (
+    feature_enabled,
+    needs_scope,
+    require_event_type,
+    require_feature_off,
+)
+from app.security.policy import Operation
 from app.services import services
 
 blueprint = Blueprint("event_types", __name__)
@@ -42,7 +50,10 @@ def list_event_types() -> Response:
 
 
 @blueprint.post("/event-types")
+@needs_scope(Operation.ADMIN)
 def create() -> tuple[str, int]:
+    require_feature_off(Feature.DISABLE_EVENT_TYPE_CREATION,
+                        "Creating event types is disabled for now; try again later.")
     operations.create(services(), json_body())
     return "", 201
 
@@ -54,17 +65,24 @@ def get(name: str) -> Response:
 
 
 @blueprint.put("/event-types/<name>")
+@needs_scope(Operation.ADMIN)
 def update(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
+    require_event_type(stored, Operation.ADMIN)
     operations.update(services(), stored, json_body())
     return "", 200
 
 
 @blueprint.delete("/event-types/<name>")
+@needs_scope(Operation.ADMIN)
 def delete(name: str) -> tuple[str, int]:
-    event_type_or_404(name, fresh=True)
+    stored, _ = event_type_or_404(name, fresh=True)
+    require_event_type(stored, Operation.ADMIN)
+    require_feature_off(Feature.DISABLE_EVENT_TYPE_DELETION,
+                        "Deleting event types is disabled for now; try again later.")
     try:
-        operations.delete(services(), name)
+        operations.delete(services(), name,
+                          feature_enabled(Feature.DELETE_EVENT_TYPE_WITH_SUBSCRIPTIONS))
     except repository.EventTypeInUse as in_use:
         raise Problem(422, str(in_use)) from None
     return "", 200
@@ -81,8 +99,10 @@ def list_schemas(name: str) -> Response:
 
 
 @blueprint.post("/event-types/<name>/schemas")
+@needs_scope(Operation.ADMIN)
 def add_schema(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
+    require_event_type(stored, Operation.ADMIN)
     operations.add_schema(services(), stored, json_body())
     return "", 200
 

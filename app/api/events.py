@@ -17,6 +17,13 @@ from app.domain.timeline import Timeline
 from app.problems import Problem
 from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
 from app.publishing.publisher import BatchRejected, Item, publish
+from app.security.guard import (
+    consumer_still_allowed,
+    needs_scope,
+    require_consumer,
+    require_event_type,
+)
+from app.security.policy import Operation
 from app.services import services
 from app.storage.engine import PartitionBounds
 from app.streaming.event_stream import open_event_stream
@@ -33,9 +40,11 @@ def _items_response(items: Sequence[Item], status: int) -> Response:
 
 
 @blueprint.post("/event-types/<name>/events")
+@needs_scope(Operation.WRITE)
 def publish_events(name: str) -> Response:
     current = services()
     event_type, timeline = event_type_or_404(name)
+    require_event_type(event_type, Operation.WRITE)
     body = json_bytes(current.settings.max_batch_bytes)
     try:
         events, sizes = parse_batch(body)
@@ -74,17 +83,18 @@ def _start_positions(timeline: Timeline, bounds: Mapping[int, PartitionBounds]
 
 
 @blueprint.get("/event-types/<name>/events")
+@needs_scope(Operation.READ)
 def stream_events(name: str) -> Response:
     current = services()
-    _, timeline = event_type_or_404(name)
+    event_type, timeline = event_type_or_404(name)
+    require_consumer([event_type])
     limits = stream_limits()
     positions = _start_positions(timeline, partition_bounds(timeline))
     try:
         stream, slots = open_event_stream(
             current.zookeeper, current.engines.get(timeline.storage_id), timeline, positions,
             limits, current.settings.max_streams_per_partition,
-            request.environ.get("gunicorn.socket"),
-            lambda: current.event_types.get(name) is not None)
+            request.environ.get("gunicorn.socket"), consumer_still_allowed([name]))
     except TooManyStreams as error:
         raise Problem(429, str(error), "Too Many Requests") from None
     return stream_response(stream.lines(), slots.release)

@@ -12,6 +12,8 @@ from app.api.lookups import event_type_or_404, partition_bounds
 from app.cursors import CursorInvalid, is_partition, positions_by_partition, resolve
 from app.domain.timeline import Timeline
 from app.problems import Problem
+from app.security.guard import needs_scope, require_event_type
+from app.security.policy import Operation
 from app.storage.engine import PartitionBounds
 from app.storage.offsets import encode_offset
 
@@ -51,8 +53,10 @@ def _consumed_by_partition(raw: str, timeline: Timeline,
 
 
 @blueprint.get("/event-types/<name>/partitions")
+@needs_scope(Operation.READ)
 def list_partitions(name: str) -> Response:
-    _, timeline = event_type_or_404(name)
+    event_type, timeline = event_type_or_404(name)
+    require_event_type(event_type, Operation.READ)
     bounds = partition_bounds(timeline)
     raw = request.args.get("cursors")
     consumed = {} if raw is None else _consumed_by_partition(raw, timeline, bounds)
@@ -61,8 +65,10 @@ def list_partitions(name: str) -> Response:
 
 
 @blueprint.get("/event-types/<name>/partitions/<partition>")
+@needs_scope(Operation.READ)
 def get_partition(name: str, partition: str) -> Response:
-    _, timeline = event_type_or_404(name)
+    event_type, timeline = event_type_or_404(name)
+    require_event_type(event_type, Operation.READ)
     if not is_partition(partition, timeline.partitions):
         raise Problem(404, f"EventType '{name}' has no partition '{partition}'; its partitions "
                            f"are \"0\" to \"{timeline.partitions - 1}\".")

@@ -18,6 +18,8 @@ from app.api.lookups import (
 from app.coordination.subscription_state import ResetInProgress, SubscriptionState
 from app.cursors import CursorInvalid
 from app.problems import Problem
+from app.security.guard import needs_scope, require_subscription, require_subscription_reader
+from app.security.policy import Operation
 from app.services import services
 from app.subscriptions.commits import CommitRefused, commit, reset
 from app.subscriptions.cursors import checked_commit, checked_reset, cursor_items
@@ -34,9 +36,11 @@ def _no_content() -> Response:
 
 
 @blueprint.get("/subscriptions/<subscription_id>/cursors")
+@needs_scope(Operation.READ)
 def committed(subscription_id: str) -> Response:
     """The committed cursors; none before the subscription's first stream or reset."""
     subscription = subscription_or_404(subscription_id)
+    require_subscription(subscription, Operation.READ)
     partitions = subscription_partitions_of(subscription)
     state = SubscriptionState(services().zookeeper, subscription.id)
     items = []
@@ -61,11 +65,13 @@ def _stream_id() -> str:
 
 
 @blueprint.post("/subscriptions/<subscription_id>/cursors")
+@needs_scope(Operation.READ)
 def commit_cursors(subscription_id: str) -> Response:
     """The hot path of a subscription: the subscription comes from the cache, as only
     ZooKeeper decides whether the commit is taken (the stream's session is removed
     with the subscription)."""
     subscription = subscription_or_404(subscription_id, cached=True)
+    require_subscription_reader(subscription)
     stream_id = _stream_id()
     body = json_body()
     partitions = subscription_partitions_of(subscription)
@@ -86,8 +92,10 @@ def commit_cursors(subscription_id: str) -> Response:
 
 
 @blueprint.patch("/subscriptions/<subscription_id>/cursors")
+@needs_scope(Operation.READ)
 def reset_cursors(subscription_id: str) -> Response:
     subscription = subscription_or_404(subscription_id)
+    require_subscription(subscription, Operation.ADMIN)
     body = json_body()
     partitions = subscription_partitions_of(subscription)
     bounds = subscription_bounds(partitions)

@@ -19,6 +19,12 @@ from app.api.stream_params import stream_limits
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.topology import PartitionKey
 from app.problems import Problem
+from app.security.guard import (
+    needs_scope,
+    require_subscription_reader,
+    subscription_reader_still_allowed,
+)
+from app.security.policy import Operation
 from app.services import services
 from app.storage.engine import StorageEngine
 from app.streaming.response import stream_response
@@ -38,11 +44,13 @@ BODY_PARAMETERS = ("batch_limit", "stream_limit", "batch_flush_timeout", "stream
 
 
 @blueprint.get("/subscriptions/<subscription_id>/events")
+@needs_scope(Operation.READ)
 def stream(subscription_id: str) -> Response:
     return _stream(subscription_id, request.args, frozenset())
 
 
 @blueprint.post("/subscriptions/<subscription_id>/events")
+@needs_scope(Operation.READ)
 def stream_partitions(subscription_id: str) -> Response:
     """Parameters come from the body (the query's are used for those it lacks)."""
     body = json_body() if request.content_length else {}
@@ -103,6 +111,7 @@ def _stream(subscription_id: str, source: Mapping[str, str],
             requested: frozenset[PartitionKey]) -> Response:
     current = services()
     subscription = subscription_or_404(subscription_id)
+    require_subscription_reader(subscription)
     params = _stream_params(source, requested)
     partitions = subscription_partitions_of(subscription)
 
@@ -111,7 +120,8 @@ def _stream(subscription_id: str, source: Mapping[str, str],
 
     state = SubscriptionState(current.zookeeper, subscription.id)
     stream = SubscriptionStream(subscription, partitions, state, engine_for, params,
-                                request.environ.get("gunicorn.socket"))
+                                request.environ.get("gunicorn.socket"),
+                                still_allowed=subscription_reader_still_allowed(subscription))
     try:
         stream.start(lambda: starting_offsets(subscription, partitions,
                                               subscription_bounds(partitions)))

@@ -11,6 +11,8 @@ from app.api.lookups import (
 )
 from app.api.params import bool_param
 from app.coordination.subscription_state import SubscriptionState
+from app.security.guard import needs_scope, require_subscription
+from app.security.policy import Operation
 from app.services import services
 from app.subscriptions.stats import subscription_stats
 
@@ -18,9 +20,11 @@ blueprint = Blueprint("subscription_stats", __name__)
 
 
 @blueprint.get("/subscriptions/<subscription_id>/stats")
+@needs_scope(Operation.READ)
 def stats(subscription_id: str) -> Response:
     current = services()
     subscription = subscription_or_404(subscription_id)
+    require_subscription(subscription, Operation.READ)
     show_time_lag = bool_param("show_time_lag")
     partitions = subscription_partitions_of(subscription)
     bounds = subscription_bounds(partitions)

@@ -7,7 +7,10 @@ from flask import Blueprint, Response, jsonify, request
 
 from app.api.body import json_body
 from app.api.params import bool_param, int_param, pagination_links
+from app.domain.security import Feature
 from app.problems import Problem, problem_response
+from app.security.guard import feature_enabled, needs_scope, require_subscription
+from app.security.policy import Operation
 from app.subscriptions import crud
 from app.subscriptions.body import SubscriptionInvalid, subscription_view
 
@@ -19,6 +22,11 @@ MAX_OFFSET = 2**63 - 1  # PostgreSQL's OFFSET is a bigint
 @blueprint.errorhandler(SubscriptionInvalid)
 def _invalid(error: SubscriptionInvalid) -> Response:
     return problem_response(422, error.detail)
+
+
+@blueprint.errorhandler(crud.SubscriptionCreationDisabled)
+def _creation_disabled(error: crud.SubscriptionCreationDisabled) -> Response:
+    return problem_response(503, str(error))
 
 
 @blueprint.errorhandler(crud.SubscriptionNotFound)
@@ -39,8 +47,10 @@ def _filter(name: str, value: str) -> str:
 
 
 @blueprint.post("/subscriptions")
+@needs_scope(Operation.READ)
 def create() -> Response:
-    subscription, created = crud.create_subscription(json_body())
+    subscription, created = crud.create_subscription(
+        json_body(), feature_enabled(Feature.DISABLE_SUBSCRIPTION_CREATION))
     response = jsonify(subscription_view(subscription))
     location = f"/subscriptions/{subscription.id}"
     response.headers["Location"] = location
@@ -73,12 +83,16 @@ def get(subscription_id: str) -> Response:
 
 
 @blueprint.put("/subscriptions/<subscription_id>")
+@needs_scope(Operation.READ)
 def update(subscription_id: str) -> Response:
+    require_subscription(crud.get_subscription(subscription_id), Operation.ADMIN)
     crud.update_subscription(subscription_id, json_body())
     return _no_content()
 
 
 @blueprint.delete("/subscriptions/<subscription_id>")
+@needs_scope(Operation.READ)
 def delete(subscription_id: str) -> Response:
+    require_subscription(crud.get_subscription(subscription_id), Operation.ADMIN)
     crud.delete_subscription(subscription_id)
     return _no_content()

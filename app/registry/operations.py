@@ -12,6 +12,10 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
+from kazoo.exceptions import KazooException
+
+from app.coordination.subscription_nodes import remove_subscription_state
+from app.coordination.zookeeper import ZooKeeperUnavailable
 from app.domain.event_type import EventType
 from app.registry.errors import EventTypeInvalid, FieldError
 from app.registry.evolution import evolve_event_type, initial_event_type
@@ -101,8 +105,17 @@ def add_schema(services: Services, stored: EventType, body: Any) -> EventType:
     return _store(services, stored, requested)
 
 
-def delete(services: Services, name: str) -> None:
-    """Delete an event type with its schemas; its topics go a little later."""
-    timelines = repository.delete_event_type(services.pool, name, topic_deletions.DELAY_S)
+def delete(services: Services, name: str, with_sole_subscriptions: bool = False) -> None:
+    """Delete an event type with its schemas; its topics go a little later. With
+    ``with_sole_subscriptions`` the subscriptions reading only it are deleted too."""
+    timelines, subscription_ids = repository.delete_event_type(
+        services.pool, name, topic_deletions.DELAY_S, with_sole_subscriptions)
     VALIDATORS.forget(name)
     topic_deletions.delete_later(services, timelines)
+    for subscription_id in subscription_ids:
+        try:
+            remove_subscription_state(services.zookeeper, subscription_id.lower())
+        except (KazooException, ZooKeeperUnavailable) as error:
+            # The rows are gone, so no stream can start again; leftover nodes only take room.
+            log.error("removing the ZooKeeper state of deleted subscription %s failed: %r",
+                      subscription_id, error)

@@ -99,14 +99,17 @@ def list_event_types(pool: ConnectionPool) -> list[EventType]:
             for row in pool.fetch_all("SELECT document FROM event_types ORDER BY name")]
 
 
-def delete_event_type(pool: ConnectionPool, name: str, topic_removal_delay_s: float
-                      ) -> list[Timeline]:
+def delete_event_type(pool: ConnectionPool, name: str, topic_removal_delay_s: float,
+                      with_sole_subscriptions: bool = False) -> tuple[list[Timeline], list[str]]:
     """Delete an event type with its schemas and timelines, and schedule the
-    removal of their topics; returns the timelines. Raises EventTypeInUse when
-    subscriptions read it."""
+    removal of their topics; returns the timelines and the ids of the subscriptions
+    deleted with it. Raises EventTypeInUse when subscriptions read it, except, with
+    ``with_sole_subscriptions``, those that read nothing else: they go with it."""
     with pool.transaction() as cursor:
         # Locked first: a subscription being created holds a share lock on it.
         cursor.execute("SELECT 1 FROM event_types WHERE name = %s FOR UPDATE", (name,))
+        deleted = (subscriptions.delete_sole_readers(cursor, name)
+                   if with_sole_subscriptions else [])
         readers = subscriptions.readers_of(cursor, name)
         if readers:
             raise EventTypeInUse(name, readers)
@@ -117,7 +120,7 @@ def delete_event_type(pool: ConnectionPool, name: str, topic_removal_delay_s: fl
         topic_deletions.schedule(cursor, name, topic_removal_delay_s)
         cursor.execute("DELETE FROM event_types WHERE name = %s", (name,))
         cursor.execute(NOTIFY_CHANGE, (name,))
-    return timelines
+    return timelines, deleted
 
 
 def schema_versions(pool: ConnectionPool, name: str, offset: int, limit: int

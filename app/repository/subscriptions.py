@@ -195,3 +195,14 @@ def readers_of(cursor: psycopg2.extensions.cursor, event_type: str) -> list[str]
         "SELECT id FROM subscriptions WHERE event_types @> ARRAY[%s]::text[]"
         " ORDER BY created_at, id", (event_type,))
     return [str(row[0]) for row in cursor.fetchall()]
+
+
+def delete_sole_readers(cursor: psycopg2.extensions.cursor, event_type: str) -> list[str]:
+    """Delete the subscriptions that read the event type and nothing else, in the
+    caller's transaction; returns their ids."""
+    cursor.execute("DELETE FROM subscriptions WHERE event_types = ARRAY[%s]::text[]"
+                   " RETURNING id", (event_type,))
+    deleted = [str(row[0]) for row in cursor.fetchall()]
+    for subscription_id in deleted:
+        cursor.execute(NOTIFY_CHANGE, (subscription_id,))
+    return deleted

@@ -49,6 +49,10 @@ class SubscriptionNotFound(Exception):
         self.detail = str(self)
 
 
+class SubscriptionCreationDisabled(Exception):
+    """Creating subscriptions is switched off by a feature toggle (a 503)."""
+
+
 def _required(parsed: SubscriptionBody) -> tuple[str, tuple[str, ...]]:
     """The owning application and event types, which a body must give."""
     missing = [field for field in ("owning_application", "event_types")
@@ -129,9 +133,11 @@ def _checked_cursors(cursors: Sequence[InitialCursor], timelines: Mapping[str, T
                                        f"{error}"]) from None
 
 
-def create_subscription(body: Any) -> tuple[Subscription, bool]:
+def create_subscription(body: Any, creation_disabled: bool = False
+                        ) -> tuple[Subscription, bool]:
     """The subscription a POST body asks for, and whether it is new (False: one with
-    its key existed, and is answered as it is)."""
+    its key existed, and is answered as it is). While ``creation_disabled`` only an
+    existing one is answered; otherwise SubscriptionCreationDisabled."""
     parsed = parse_body(body)
     owning_application, event_types = _required(parsed)
     consumer_group = parsed.consumer_group or DEFAULT_CONSUMER_GROUP
@@ -139,6 +145,9 @@ def create_subscription(body: Any) -> tuple[Subscription, bool]:
     existing = repository.find_by_key(pool, owning_application, event_types, consumer_group)
     if existing is not None:
         return existing, False
+    if creation_disabled:
+        raise SubscriptionCreationDisabled("Creating subscriptions is disabled for now; "
+                                           "existing ones can be used, try again later.")
     timelines = _timelines(event_types)
     read_from = parsed.read_from or DEFAULT_READ_FROM
     # Cursors mean something only when reading from them; otherwise they are ignored.

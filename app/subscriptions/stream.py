@@ -19,9 +19,9 @@ An explicit state machine:
 - ``cleanup``: readers closed, session removed, partitions rebalanced.
 
 A stream whose client left, whose subscription was deleted or reset, whose
-ZooKeeper session was lost, or that ran out of ``commit_timeout``, skips
-``closing``. At-least-once: a partition always restarts after its committed
-offset, whoever streams it next.
+reader lost the right to read it, whose ZooKeeper session was lost, or that ran
+out of ``commit_timeout``, skips ``closing``. At-least-once: a partition always
+restarts after its committed offset, whoever streams it next.
 """
 
 from __future__ import annotations
@@ -80,7 +80,8 @@ class SubscriptionStream:
     def __init__(self, subscription: Subscription, partitions: SubscriptionPartitions,
                  state: SubscriptionState, engine_for: Callable[[str], StorageEngine],
                  params: SubscriptionStreamParams, connection: socket.socket | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 still_allowed: Callable[[], bool] = lambda: True) -> None:
         self.id = str(uuid.uuid4())
         self.phase = Phase.STARTING
         self._subscription = subscription
@@ -89,6 +90,7 @@ class SubscriptionStream:
         self._params = params
         self._connection = connection
         self._clock = clock
+        self._still_allowed = still_allowed  # the reader's rights, re-checked while streaming
         self._session = Session(self.id, params.requested)
         self._wake = gevent.event.Event()
         self._readers = PartitionReaders(partitions, engine_for, self._wake,
@@ -209,6 +211,8 @@ class SubscriptionStream:
             return "the server is shutting down", False
         if client_gone(self._connection):
             return CLIENT_LEFT, False
+        if not self._still_allowed():
+            return "the reader is no longer allowed to read this subscription", False
         if self._uncommitted() == 0:
             self._commit_deadline = None
         elif self._commit_deadline is not None and now >= self._commit_deadline:

@@ -1,7 +1,7 @@
 """Publishing throughput and latency over HTTP against a real gunicorn (gevent workers).
 
-    python tests/benchmarks/bench_publish.py [--seconds 10] [--engines postgres,kafka]
-        [--batches 1,10,100,1000] [--workers 2]
+    python -m tests.benchmarks.bench_publish [--seconds 10] [--engines postgres,kafka]
+        [--batches 1,10,100,1000] [--workers 2] [--auth]
 
 For each engine and batch size it prints:
 - saturation: events/s, MB/s and request latency p50/p99 from ``wrk`` with a
@@ -10,6 +10,12 @@ For each engine and batch size it prints:
 - paced: p50/p99 request latency at half the saturated request rate (or at
   the rates ``--paced`` gives), from a client that sends at fixed times (open
   loop), so queueing shows up.
+
+With ``--auth`` the broker runs with authentication on, against a local
+token-info stub (``tests/helpers/tokeninfo.py``); every request sends a bearer
+token and the event type has an authorization section, so each publish is
+authenticated (from the token cache) and authorized. Compare a run with and
+one without it to see what security costs.
 
 Events are ~200-byte business events with a realistic order schema. It starts
 its own PostgreSQL, ZooKeeper and Kafka-protocol broker on free ports unless
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import http.client
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -33,6 +40,11 @@ from pathlib import Path
 import requests
 
 from tests.benchmarks.harness import running_broker, set_default_storage
+from tests.helpers.tokeninfo import SERVICES, TokenInfoStub
+
+BENCH_TOKEN = "bench-token"
+# Filled by --auth: the header every request sends.
+AUTH_HEADERS: dict[str, str] = {}
 
 ORDER_SCHEMA = {
     "type": "object",
@@ -49,6 +61,7 @@ ORDER_SCHEMA = {
 WRK_SCRIPT = """
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/json"
+{auth}
 local f = io.open("{body}", "rb")
 wrk.body = f:read("*all")
 f:close()
@@ -65,7 +78,12 @@ def order_event(n: int) -> dict:
 
 def create_event_type(base_url: str, partitions: int = 8) -> str:
     name = f"bench.order-{uuid.uuid4().hex[:8]}"
-    response = requests.post(base_url + "/event-types", json={
+    authorization = {"authorization": {
+        "admins": [{"data_type": "service", "value": "bench"}],
+        "readers": [{"data_type": "service", "value": "bench"}],
+        "writers": [{"data_type": "service", "value": "bench"}]}} if AUTH_HEADERS else {}
+    response = requests.post(base_url + "/event-types", headers=AUTH_HEADERS, json={
+        **authorization,
         "name": name, "owning_application": "bench", "category": "business",
         "enrichment_strategies": ["metadata_enrichment"],
         "partition_strategy": "hash", "partition_key_fields": ["order_number"],
@@ -94,7 +112,8 @@ def parse_wrk(output: str) -> tuple[float, float, float]:
 def saturate(url: str, body_path: Path, connections: int, seconds: float
              ) -> tuple[float, float, float]:
     script = body_path.with_suffix(".lua")
-    script.write_text(WRK_SCRIPT.replace("{body}", str(body_path)))
+    auth = "".join(f'wrk.headers["{k}"] = "{v}"' for k, v in AUTH_HEADERS.items())
+    script.write_text(WRK_SCRIPT.replace("{body}", str(body_path)).replace("{auth}", auth))
     output = subprocess.run(
         ["wrk", "-t1", f"-c{connections}", f"-d{seconds:.0f}s", "--latency", "-s", str(script),
          url], check=True, capture_output=True, text=True).stdout
@@ -119,7 +138,8 @@ def paced(host: str, port: int, path: str, body: bytes, rate: float, seconds: fl
             pause = due - time.perf_counter()
             if pause > 0:
                 time.sleep(pause)
-            conn.request("POST", path, body, {"Content-Type": "application/json"})
+            conn.request("POST", path, body,
+                         {"Content-Type": "application/json", **AUTH_HEADERS})
             response = conn.getresponse()
             response.read()
             if response.status != 200:
@@ -148,14 +168,32 @@ def main() -> None:
     parser.add_argument("--paced", default="", metavar="BATCH=REQ/S,...",
                         help="paced request rates per batch size (default: half the saturated"
                              " rate), e.g. 1=750,100=150: half the issue's targets")
+    parser.add_argument("--auth", action="store_true",
+                        help="authentication on, against a local token-info stub")
     args = parser.parse_args()
     paced_rates = {int(b): float(r) for b, r in
                    (pair.split("=") for pair in args.paced.split(",") if pair)}
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
 
+    token_info = None
+    if args.auth:
+        token_info = TokenInfoStub({BENCH_TOKEN: {"uid": "bench", "realm": SERVICES,
+                                                  "scope": ["uid"]}}).start()
+        os.environ["NAKADI_OAUTH2_TOKENINFO_URL"] = token_info.url
+        AUTH_HEADERS["Authorization"] = f"Bearer {BENCH_TOKEN}"
+    try:
+        run(args, paced_rates)
+    finally:
+        if token_info is not None:
+            print(f"token-info calls: {sum(token_info.calls.values())}")
+            token_info.stop()
+
+
+def run(args: argparse.Namespace, paced_rates: dict[int, float]) -> None:
     with running_broker(args.workers) as (env, port, work_dir):
         base_url = f"http://127.0.0.1:{port}"
+        print(f"authentication: {'on' if AUTH_HEADERS else 'off'}")
         print(f"gunicorn: {args.workers} gevent workers; wrk: {args.connections} connections,"
               f" {args.seconds:.0f}s per run; paced: {args.paced or 'half the saturated rate'}")
         print(f"{'engine':9} {'batch':>5} {'events/s':>10} {'MB/s':>6} {'req/s':>8}"

@@ -1,6 +1,6 @@
 """Append and read throughput of each storage engine, printed as a table.
 
-    python tests/benchmarks/bench_storage.py [--seconds 3] [--engines postgres,kafka]
+    python -m tests.benchmarks.bench_storage [--seconds 3] [--engines postgres,kafka]
 
 Starts its own local stack (PostgreSQL, ZooKeeper, the Kafka-protocol broker)
 on free ports unless NAKADI_DATABASE_URL / NAKADI_KAFKA_BOOTSTRAP_SERVERS point

@@ -1,6 +1,6 @@
 """Low-level streaming throughput and end-to-end latency against a real gunicorn.
 
-    python tests/benchmarks/bench_stream.py [--events 1000000] [--rate 200]
+    python -m tests.benchmarks.bench_stream [--events 1000000] [--rate 200]
         [--seconds 20] [--engines postgres,kafka]
 
 For each engine it prints:

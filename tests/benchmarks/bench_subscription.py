@@ -1,7 +1,7 @@
 """Subscription streams against a real gunicorn, each figure next to its reference
 measured in the same run (machines here vary up to 2x from one run to the next).
 
-    python tests/benchmarks/bench_subscription.py [--events 300000] [--rate 200]
+    python -m tests.benchmarks.bench_subscription [--events 300000] [--rate 200]
         [--seconds 20] [--idle-streams 1000] [--engines postgres,kafka]
 
 For each engine it prints:

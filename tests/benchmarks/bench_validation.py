@@ -2,7 +2,7 @@
 
 Not a test: it prints figures. Run from the repository root:
 
-    PYTHONPATH=. python tests/benchmarks/bench_validation.py [events]
+    python -m tests.benchmarks.bench_validation [events]
 
 The event type is a realistic business event type (order placed: strings, enums, numbers,
 a nested object, an array of objects, formats); events are 200 to 250 bytes of JSON.

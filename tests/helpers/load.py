@@ -4,6 +4,7 @@ and check afterwards that every acknowledged event is there exactly once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -103,6 +104,7 @@ class Streamer(threading.Thread):
 
     def __post_init__(self) -> None:
         threading.Thread.__init__(self, daemon=True)
+        self._open: requests.Response | None = None
 
     def run(self) -> None:
         endpoint = f"{self.url}/event-types/{self.event_type}/events"
@@ -110,24 +112,34 @@ class Streamer(threading.Thread):
             started = time.monotonic()
             try:
                 with requests.get(endpoint, params={"batch_flush_timeout": "1",
-                                                    "stream_timeout": "5"},
+                                                    "stream_timeout": "2"},
                                   stream=True, timeout=CLIENT_TIMEOUT_S) as response:
                     self.answers.append(_answer(started, response))
                     if response.status_code != 200:
                         time.sleep(0.1)
                         continue
+                    self._open = response
                     last: dict = {}
                     for line in response.iter_lines():
                         if line:
                             last = json.loads(line)
                             self.events_seen += len(last.get("events", []))
-                    self.last_lines.append(last)
+                    self._open = None
+                    if not self.stop_event.is_set():  # not cut short by stop()
+                        self.last_lines.append(last)
             except requests.RequestException as error:
+                if self.stop_event.is_set():
+                    return  # the stream stop() cut short
                 self.answers.append(_failure(started, error))
                 time.sleep(0.1)
 
     def stop(self) -> None:
+        """Stop streaming, cutting the open stream short rather than waiting for its end."""
         self.stop_event.set()
+        response = self._open
+        if response is not None:
+            with contextlib.suppress(ValueError, RuntimeError, OSError):
+                response.raw.shutdown()
         self.join(CLIENT_TIMEOUT_S * 2)
 
     def opened_since(self, moment: float) -> bool:
@@ -140,7 +152,7 @@ def read_everything(url: str, event_type: str, partitions: int) -> dict[int, lis
     cursors = [{"partition": str(p), "offset": "begin"} for p in range(partitions)]
     response = requests.get(
         f"{url}/event-types/{event_type}/events",
-        params={"batch_limit": "1000", "batch_flush_timeout": "1", "stream_keep_alive_limit": "2",
+        params={"batch_limit": "1000", "batch_flush_timeout": "1", "stream_keep_alive_limit": "1",
                 "stream_timeout": "60"},
         headers={"X-Nakadi-Cursors": json.dumps(cursors)}, stream=True, timeout=70)
     assert response.status_code == 200, response.text

@@ -14,6 +14,7 @@ from time import monotonic
 from confluent_kafka import KafkaError
 
 from app.storage.engine import StorageUnavailable
+from app.storage.kafka.clients import KAFKA
 from app.storage.kafka.threads import BlockingCalls
 from app.storage.kafka.topics import Topics
 
@@ -47,9 +48,11 @@ class BrokerAvailability:
             self._next_probe = now + PROBE_INTERVAL_S
             try:
                 self._topics.check(PROBE_TIMEOUT_S)
+            except StorageUnavailable as error:  # still down
+                reason = error.reason
             except Exception as error:  # still down, whatever the way it fails
                 reason = str(error)
             else:
                 self._down = None
                 return
-        raise StorageUnavailable("Kafka (the kafka storage)", reason)
+        raise StorageUnavailable(KAFKA, reason)

@@ -12,9 +12,10 @@ from time import monotonic
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from app.storage.engine import PartitionBounds, StorageError
+from app.storage.engine import PartitionBounds, StorageUnavailable
 from app.storage.kafka.clients import (
     DRAIN_BATCH,
+    KAFKA,
     SNAPSHOT_FETCH_WAIT_MS,
     Clients,
     caught_up,
@@ -66,7 +67,7 @@ def _log_ends(clients: Clients, topic: str, starts: dict[int, int], timeout: flo
                 return ends
             remaining = deadline - monotonic()
             if remaining <= 0:
-                raise StorageError(f"{topic}: no answer within {timeout:g} s")
+                raise StorageUnavailable(KAFKA, f"{topic}: no answer within {timeout:g} s")
             messages = consumer.consume(1, min(remaining, END_CHECK_S))
             if messages:
                 messages += consumer.consume(DRAIN_BATCH, 0)

@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from app.storage.engine import StorageError, StoredEvent, TopicNotFound
+from app.storage.engine import StorageError, StorageUnavailable, StoredEvent, TopicNotFound
 
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024
 """Largest record the producer sends and a created topic accepts (events of 1 MB fit)."""
@@ -38,6 +38,15 @@ _NOT_FOUND = frozenset(
     {KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._UNKNOWN_TOPIC, KafkaError._UNKNOWN_PARTITION}
 )
 
+_UNANSWERED = frozenset({
+    KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._MSG_TIMED_OUT,
+    KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT, KafkaError.NETWORK_EXCEPTION,
+})
+"""Errors that say the broker did not answer, rather than what it answered."""
+
+KAFKA = "Kafka (the kafka storage)"
+"""How an outage names the storage (``StorageUnavailable``)."""
+
 
 def kafka_error(error: BaseException | KafkaError) -> KafkaError | None:
     """The librdkafka error that ``error`` is or carries, if any."""
@@ -49,10 +58,15 @@ def kafka_error(error: BaseException | KafkaError) -> KafkaError | None:
 
 
 def storage_error(error: BaseException | KafkaError, what: str) -> StorageError:
-    """A ``StorageError`` (``TopicNotFound`` where it says so) for a librdkafka error."""
+    """A ``StorageError`` for a librdkafka error: ``TopicNotFound`` where it says so,
+    ``StorageUnavailable`` (a 503 naming Kafka) where the broker did not answer.
+    librdkafka reports "all brokers down" only after its own reconnection attempts,
+    and under load later than a call's timeout: the timeout itself means an outage."""
     found = kafka_error(error)
     if found is not None and found.code() in _NOT_FOUND:
         return TopicNotFound(f"{what}: the topic does not exist")
+    if found is not None and found.code() in _UNANSWERED:
+        return StorageUnavailable(KAFKA, f"{what}: {found}")
     return StorageError(f"{what}: {found if found is not None else error}")
 
 

@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, TopicPartition
 from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StorageUnavailable
 from app.storage.kafka.availability import BrokerAvailability
 from app.storage.kafka.bounds import partition_bounds
-from app.storage.kafka.clients import STREAM_FETCH_WAIT_MS, Clients
+from app.storage.kafka.clients import KAFKA, STREAM_FETCH_WAIT_MS, Clients
 from app.storage.kafka.producer import Appender
 from app.storage.kafka.reader import KafkaStreamReader
 from app.storage.kafka.threads import BlockingCalls
@@ -81,10 +81,15 @@ class KafkaEngine(StorageEngine):
         results = self._appender.append_many(topic, batches)
         if any(isinstance(result, StorageError) for result in results.values()):
             if self._availability.down:  # not acknowledged because the brokers went away
-                return {partition: StorageUnavailable("Kafka (the kafka storage)", str(result))
-                        if isinstance(result, StorageError) else result
+                return {partition: StorageUnavailable(KAFKA, str(result))
+                        if isinstance(result, StorageError)
+                        and not isinstance(result, StorageUnavailable) else result
                         for partition, result in results.items()}
-            self._topics.raise_if_gone(topic)
+            if not all(isinstance(result, StorageUnavailable) for result in results.values()
+                       if isinstance(result, StorageError)):
+                # Refused, not unanswered: maybe the topic is gone. (Asking an unanswering
+                # broker again would only double the time to the 503.)
+                self._topics.raise_if_gone(topic)
         return results
 
     # -- reading --------------------------------------------------------------
@@ -111,6 +116,8 @@ class KafkaEngine(StorageEngine):
         try:
             return self._threads.run(topic, partition_bounds, self._clients, self._topics,
                                      topic, partitions, self._timeout)
+        except StorageUnavailable:
+            raise
         except StorageError:
             self._topics.raise_if_gone(topic)
             raise

@@ -21,8 +21,8 @@ import gevent
 import gevent.event
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from app.storage.engine import StorageError
-from app.storage.kafka.clients import Clients, storage_error
+from app.storage.engine import StorageError, StorageUnavailable
+from app.storage.kafka.clients import KAFKA, Clients, storage_error
 from app.storage.kafka.threads import BlockingCalls, Outcome, unwrap
 
 PRODUCE_SLICE = 1000
@@ -116,8 +116,8 @@ class Appender:
         results: dict[int, list[int] | StorageError] = {}
         for partition, delivery in deliveries.items():
             if not delivery.done.wait(max(0.0, deadline - monotonic())):
-                results[partition] = StorageError(
-                    f"{topic}/{partition}: not acknowledged within {self._timeout:g} s")
+                results[partition] = StorageUnavailable(
+                    KAFKA, f"{topic}/{partition}: not acknowledged within {self._timeout:g} s")
                 self._retire(running)
             elif delivery.error is not None:
                 results[partition] = storage_error(delivery.error, f"{topic}/{partition}")

@@ -1,0 +1,219 @@
+"""Security at the HTTP door: every request is authenticated before its handler
+runs (when authentication is on), and handlers state what they need in one
+line: ``require_event_type(event_type, Operation.WRITE)``, ``require_admin(...)``.
+
+Statuses: 401 without valid credentials (with ``WWW-Authenticate``), 503 when
+the token-info service cannot tell, 403 naming what the caller lacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import TypeVar
+
+from flask import Flask, Response, g, request
+
+from app.domain.event_type import EventType
+from app.domain.security import AdminPermission, Feature
+from app.domain.subscription import Subscription
+from app.problems import Problem, problem_response
+from app.repository import subscriptions
+from app.security.authentication import AuthenticationUnavailable, Unauthenticated
+from app.security.policy import Decision, Operation, Policy
+from app.security.service import Security
+from app.security.settings_cache import SettingsUnavailable
+from app.security.subjects import Subject
+from app.services import services
+
+OPEN_PATHS = frozenset({"/health"})
+STREAM_CHECK_INTERVAL_S = 1.0
+SUBSCRIPTION_CHECK_INTERVAL_S = 5.0
+REALM = "nakadi"
+
+View = TypeVar("View", bound=Callable[..., object])
+
+log = logging.getLogger(__name__)
+
+
+def needs_scope(operation: Operation) -> Callable[[View], View]:
+    """Declare the kind of action an endpoint is, so that the scope configured for it
+    (``NAKADI_OAUTH2_<READ|WRITE|ADMIN>_SCOPE``, none by default) is required."""
+    def declare(view: View) -> View:
+        view.nakadi_scope = operation  # type: ignore[attr-defined]
+        return view
+    return declare
+
+
+def _challenge(status: int, detail: str, error: str | None = None,
+               scope: str | None = None) -> Response:
+    response = problem_response(status, detail)
+    parts = [f'realm="{REALM}"']
+    if error:
+        parts.append(f'error="{error}"')
+    if scope:
+        parts.append(f'scope="{scope}"')
+    response.headers["WWW-Authenticate"] = "Bearer " + ", ".join(parts)
+    return response
+
+
+def install_authentication(app: Flask) -> None:
+    @app.before_request
+    def _authenticate() -> Response | None:
+        g.subject = None
+        security: Security = services().security
+        if security.authenticator is None or request.path in OPEN_PATHS:
+            return None
+        try:
+            subject = security.authenticator.subject(request.headers.get("Authorization"))
+        except Unauthenticated as refused:
+            return _challenge(401, refused.detail, refused.error)
+        except AuthenticationUnavailable as error:
+            return problem_response(503, f"Authentication is unavailable: {error}; "
+                                         "try again later.")
+        g.subject = subject
+        view = app.view_functions.get(request.endpoint or "")
+        operation = getattr(view, "nakadi_scope", None)
+        scope = security.scopes.get(operation) if operation is not None else None
+        if scope and scope not in subject.scopes:
+            return _challenge(403, f"the token lacks the scope '{scope}' that this "
+                                   "endpoint needs", "insufficient_scope", scope)
+        return None
+
+
+def current_subject() -> Subject | None:
+    """Who makes the request; None while authentication is off."""
+    subject: Subject | None = g.get("subject")
+    return subject
+
+
+def current_policy() -> Policy:
+    """The rules for this request's subject, under one reading of the settings."""
+    policy: Policy | None = g.get("policy")
+    if policy is None:
+        try:
+            policy = services().security.policy(current_subject())
+        except SettingsUnavailable as error:
+            log.error("security settings unavailable: %s", error)
+            raise Problem(503, "The security settings cannot be read; try again later."
+                          ) from None
+        g.policy = policy
+    return policy
+
+
+def _enforce(decision: Decision) -> None:
+    if not decision:
+        raise Problem(403, decision.reason)
+
+
+def require_event_type(event_type: EventType, operation: Operation) -> None:
+    """403 unless the caller may do ``operation`` to the event type; writing also
+    needs the producer not to be blacklisted."""
+    policy = current_policy()
+    _enforce(policy.event_type(event_type.name, event_type.authorization, operation))
+    if operation is Operation.WRITE:
+        _enforce(policy.may_publish(event_type.name))
+
+
+def require_consumer(event_types: Sequence[EventType]) -> None:
+    """403 unless the caller may open a stream of all these event types: a reader of
+    each, and not blacklisted as their consumer."""
+    policy = current_policy()
+    for event_type in event_types:
+        _enforce(policy.event_type(event_type.name, event_type.authorization,
+                                   Operation.READ))
+    _enforce(policy.may_consume([event_type.name for event_type in event_types]))
+
+
+def require_subscription(subscription: Subscription, operation: Operation) -> None:
+    """403 unless the caller may do ``operation`` (READ: view it; ADMIN: change it)."""
+    _enforce(current_policy().subscription(subscription.id, subscription.authorization,
+                                           operation))
+
+
+def require_subscription_reader(subscription: Subscription) -> None:
+    """403 unless the caller may stream and commit: a reader of the subscription and of
+    every event type it reads, and not blacklisted as their consumer."""
+    require_subscription(subscription, Operation.READ)
+    event_types = services().event_types
+    found = [event_types.get(name) for name in subscription.event_types]
+    require_consumer([entry[0] for entry in found if entry is not None])
+
+
+def require_admin(permission: AdminPermission) -> None:
+    """403 unless the caller is a Nakadi administrator with that permission."""
+    _enforce(current_policy().admin(permission))
+
+
+def require_feature_off(feature: Feature, detail: str) -> None:
+    """503 with ``detail`` while the feature toggle is on."""
+    if current_policy().settings.is_enabled(feature):
+        raise Problem(503, detail)
+
+
+def feature_enabled(feature: Feature) -> bool:
+    return current_policy().settings.is_enabled(feature)
+
+
+def _at_most_every(interval_s: float, check: Callable[[], bool]) -> Callable[[], bool]:
+    """``check``, asked again only once ``interval_s`` passed since it was last asked;
+    once False it stays False."""
+    asked_at, allowed = float("-inf"), True
+
+    def throttled() -> bool:
+        nonlocal asked_at, allowed
+        now = time.monotonic()
+        if allowed and now - asked_at >= interval_s:
+            asked_at, allowed = now, check()
+        return allowed
+    return throttled
+
+
+def consumer_still_allowed(event_types: Sequence[str]) -> Callable[[], bool]:
+    """For an open stream, checked while it runs (at most every STREAM_CHECK_INTERVAL_S):
+    whether its event types all still exist and the caller still reads them without
+    being blacklisted. It runs outside the request, so it keeps what it needs of it."""
+    return _at_most_every(STREAM_CHECK_INTERVAL_S, _consumer_check(event_types))
+
+
+def subscription_reader_still_allowed(subscription: Subscription) -> Callable[[], bool]:
+    """``consumer_still_allowed`` for a subscription stream, which also needs its reader
+    to stay one of the subscription's readers (re-read every SUBSCRIPTION_CHECK_INTERVAL_S)."""
+    current, subject = services(), current_subject()
+    consumer = _consumer_check(subscription.event_types)
+
+    def subscription_reader() -> bool:
+        stored = subscriptions.get_subscription(current.pool, subscription.id)
+        if stored is None:
+            return True  # a deleted subscription ends its streams by itself
+        decision = current.security.policy(subject).subscription(
+            stored.id, stored.authorization, Operation.READ)
+        if not decision:
+            log.info("closing a stream of subscription %s: %s", stored.id, decision.reason)
+        return bool(decision)
+
+    reader = _at_most_every(SUBSCRIPTION_CHECK_INTERVAL_S, subscription_reader)
+    return _at_most_every(STREAM_CHECK_INTERVAL_S, lambda: consumer() and reader())
+
+
+def _consumer_check(event_types: Sequence[str]) -> Callable[[], bool]:
+    current, subject = services(), current_subject()
+
+    def still_allowed() -> bool:
+        found = [current.event_types.get(name) for name in event_types]
+        if any(entry is None for entry in found):
+            return False
+        try:
+            policy = current.security.policy(subject)
+        except SettingsUnavailable:
+            return True  # nothing was ever read: keep the rights the stream opened with
+        decisions = [policy.event_type(entry[0].name, entry[0].authorization, Operation.READ)
+                     for entry in found if entry is not None]
+        decisions.append(policy.may_consume(event_types))
+        refused = next((decision for decision in decisions if not decision), None)
+        if refused is not None:
+            log.info("closing the stream of %s: %s", ", ".join(event_types), refused.reason)
+            return False
+        return True
+    return still_allowed

@@ -1,0 +1,67 @@
+"""The security settings of this process, kept in memory for every request.
+
+A change on any instance sends a NOTIFY that makes every process re-read the
+settings. As a safety net a reading is also re-read when older than
+``MAX_AGE_S`` (``UNHEARD_MAX_AGE_S`` while the process cannot listen), so a
+change applies everywhere within seconds even when a notification is lost.
+When PostgreSQL cannot be read, the last reading stays in use.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+
+import psycopg2
+
+from app.domain.security import SecuritySettings
+from app.repository.database import ConnectionPool
+from app.repository.notifications import Listener
+from app.repository.security_settings import CHANGES_CHANNEL, load_settings
+
+MAX_AGE_S = 10.0
+UNHEARD_MAX_AGE_S = 1.0
+
+log = logging.getLogger(__name__)
+
+
+class SettingsUnavailable(Exception):
+    """The settings were never read and PostgreSQL cannot be read now."""
+
+
+class SecuritySettingsCache:
+    def __init__(self, pool: ConnectionPool,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self._pool = pool
+        self._clock = clock
+        self._current: SecuritySettings | None = None
+        self._read_at = 0.0
+        self._generation = 0
+        self._listener = Listener(pool.dsn, CHANGES_CHANNEL, self.invalidate, self.invalidate)
+
+    def current(self) -> SecuritySettings:
+        now = self._clock()
+        listening = self._listener.ensure_listening()  # waits the first time only
+        max_age = MAX_AGE_S if listening else UNHEARD_MAX_AGE_S
+        if self._current is not None and now - self._read_at < max_age:
+            return self._current
+        generation = self._generation
+        try:
+            settings = load_settings(self._pool)
+        except psycopg2.Error as error:
+            if self._current is None:
+                raise SettingsUnavailable(str(error)) from None
+            log.warning("re-reading the security settings failed, keeping the last: %s", error)
+            return self._current
+        if generation == self._generation:
+            self._current, self._read_at = settings, now
+        return settings
+
+    def invalidate(self, _payloads: set[str] | None = None) -> None:
+        """Something changed (or may have, while not listening): re-read on next use."""
+        self._generation += 1
+        self._read_at = float("-inf")
+
+    def close(self) -> None:
+        self._listener.close()

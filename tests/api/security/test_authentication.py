@@ -1,0 +1,87 @@
+"""Authentication over HTTP: a gunicorn with authentication on asks the tests'
+token-info service who a bearer token belongs to."""
+
+from __future__ import annotations
+
+import pytest
+import requests
+
+from tests.api.conftest import assert_problem
+from tests.api.security.conftest import auth, business_event
+from tests.helpers.waiting import wait_until
+
+
+def test_without_a_token_every_endpoint_but_health_is_a_401_with_a_challenge(secure_url):
+    for method, path in (("GET", "/event-types"), ("POST", "/event-types"),
+                         ("GET", "/subscriptions"), ("GET", "/settings/admins"),
+                         ("GET", "/no-such-endpoint")):
+        response = requests.request(method, secure_url + path)
+        assert "OAuth2 bearer token" in assert_problem(response, 401)["detail"]
+        assert response.headers["WWW-Authenticate"] == 'Bearer realm="nakadi"'
+    assert requests.get(secure_url + "/health").status_code == 200
+
+
+def test_a_valid_token_is_accepted(secure_url):
+    assert requests.get(secure_url + "/event-types", headers=auth("alice")).status_code == 200
+    assert requests.get(secure_url + "/event-types", headers=auth("app")).status_code == 200
+
+
+@pytest.mark.parametrize("header", [
+    "Basic YWxpY2U6c2VjcmV0", "Bearer", "Bearer ", "bearer", "Token alice-token",
+    "Bearer alice-token extra", 'Bearer "alice-token"', "Bearer al\u00e9ice",
+    "Bearer " + "a" * 5000, "alice-token",
+])
+def test_malformed_authorization_headers_are_401s(secure_url, header):
+    response = requests.get(secure_url + "/event-types",
+                            headers={"Authorization": header.encode("latin-1")})
+    assert_problem(response, 401)
+    assert response.headers["WWW-Authenticate"].startswith('Bearer realm="nakadi", error=')
+
+
+def test_a_token_too_large_for_a_header_is_a_431_problem(secure_url):
+    response = requests.get(secure_url + "/event-types",
+                            headers={"Authorization": "Bearer " + "a" * 20000})
+    assert_problem(response, 431)
+
+
+@pytest.mark.parametrize("token", ["unknown", "expired", "robot"])
+def test_tokens_the_broker_does_not_accept_are_401s(secure_url, token):
+    response = requests.get(secure_url + "/event-types", headers=auth(token))
+    assert_problem(response, 401)
+    assert 'error="invalid_token"' in response.headers["WWW-Authenticate"]
+
+
+@pytest.mark.parametrize("token", ["garbage", "broken", "slow"])
+def test_a_token_info_service_that_fails_is_a_503_never_allowed(secure_url, token):
+    response = requests.post(secure_url + "/event-types/anything/events", headers=auth(token),
+                             json=[business_event()])
+    assert "Authentication is unavailable" in assert_problem(response, 503)["detail"]
+
+
+def test_token_info_answers_are_cached(secure_url, token_info):
+    before = token_info.calls["bob-token"]
+    for _ in range(10):
+        assert requests.get(secure_url + "/event-types", headers=auth("bob")).status_code == 200
+    assert token_info.calls["bob-token"] - before <= 2  # once per worker process at most
+
+
+def test_missing_scope_is_a_403_naming_it(secure_url, protected_event_types):
+    name = protected_event_types()
+    response = requests.post(f"{secure_url}/event-types/{name}/events", headers=auth("carol"),
+                             json=[business_event()])
+    assert "nakadi.event_stream.write" in assert_problem(response, 403)["detail"]
+    assert 'error="insufficient_scope"' in response.headers["WWW-Authenticate"]
+    # Endpoints that declare no kind of action need authentication only.
+    assert requests.get(secure_url + "/event-types", headers=auth("carol")).status_code == 200
+
+
+def test_the_subject_reaches_the_logs_and_the_token_never_does(secure_server, secure_url):
+    _, log = secure_server
+    requests.get(secure_url + "/event-types", headers={**auth("alice"), "X-Flow-Id": "who-1"})
+
+    def logged() -> list[str]:
+        return [line for line in log.read_text().splitlines() if '"who-1"' in line]
+
+    line = wait_until(logged, what="the access log line")[0]
+    assert '"subject": "user:alice"' in line
+    assert "alice-token" not in log.read_text()

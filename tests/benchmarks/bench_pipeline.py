@@ -1,0 +1,175 @@
+"""The pipeline's throughput next to its ceilings, in one run.
+
+    python -m tests.benchmarks.bench_pipeline [--events 1000000] [--engine postgres]
+
+Pre-publishes ``--events`` ~200-byte order events into a 4-partition event
+type, then prints events/s of:
+- the broker's low-level stream (one stream over the 4 partitions, from begin);
+- Spark reading the same events from a local JSON Lines file into Parquet (the
+  same columns), the ceiling the pipeline is compared with;
+- Spark reading them through the ``nakadi`` data source into Parquet (batch);
+- the archiver's path: a streaming query with ``availableNow`` writing the lake
+  through ``lake.write_batch``, as ``nakadi-archive --once`` does.
+
+Each Spark job runs once on a small warm-up first, so JVM and Python worker
+start-up are not counted. Starts its own services (see harness.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import orjson
+import requests
+
+from app.config import Settings
+from app.repository.database import ConnectionPool, make_green
+from app.repository.event_types import event_type_with_timeline
+from app.repository.storages import get_storage
+from app.storage.engines import build_engine
+from tests.benchmarks.bench_publish import ORDER_SCHEMA, order_event
+from tests.benchmarks.harness import running_broker, set_default_storage
+
+PARTITIONS = 4
+
+
+def create_event_type(base_url: str, name: str) -> None:
+    response = requests.post(base_url + "/event-types", json={
+        "name": name, "owning_application": "bench", "category": "business",
+        "enrichment_strategies": ["metadata_enrichment"],
+        "schema": {"type": "json_schema", "schema": json.dumps(ORDER_SCHEMA)},
+        "default_statistic": {"messages_per_minute": 60000, "message_size": 200,
+                              "read_parallelism": PARTITIONS,
+                              "write_parallelism": PARTITIONS}})
+    response.raise_for_status()
+
+
+def prepublish(settings: Settings, name: str, storage_id: str, count: int,
+               jsonl: Path) -> None:
+    """``count`` distinct events straight into the topic, spread evenly over the
+    partitions, and the same events as a JSON Lines file."""
+    make_green()
+    pool = ConnectionPool(settings.database_url, 4)
+    _, timeline = event_type_with_timeline(pool, name)
+    engine = build_engine(get_storage(pool, storage_id), pool)
+    try:
+        with jsonl.open("wb") as file:
+            for start in range(0, count, 1000 * PARTITIONS):
+                batch = {}
+                for p in range(PARTITIONS):
+                    first = start + p * 1000
+                    batch[p] = [orjson.dumps(order_event(n))
+                                for n in range(first, min(first + 1000, count))]
+                batch = {p: payloads for p, payloads in batch.items() if payloads}
+                engine.append_many(timeline.topic, batch)
+                for payloads in batch.values():
+                    file.write(b"\n".join(payloads) + b"\n")
+    finally:
+        engine.close()
+        pool.close()
+
+
+def stream_rate(port: int, name: str, count: int) -> float:
+    """Events/s of one low-level stream over every partition from begin."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    cursors = json.dumps([{"partition": str(p), "offset": "begin"} for p in range(PARTITIONS)])
+    started = time.perf_counter()
+    conn.request("GET", f"/event-types/{name}/events?batch_limit=1000&stream_limit={count}"
+                        "&batch_flush_timeout=1", headers={"X-Nakadi-Cursors": cursors})
+    response = conn.getresponse()
+    if response.status != 200:
+        raise RuntimeError(response.read().decode())
+    while response.read1(1 << 20):
+        pass
+    elapsed = time.perf_counter() - started
+    conn.close()
+    return count / elapsed
+
+
+def timed(job) -> float:
+    started = time.perf_counter()
+    job()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--engine", default="postgres", choices=["postgres", "kafka"])
+    parser.add_argument("--master", default="local[*]", help="the Spark master")
+    args = parser.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    from workers.pipeline.archiver import start_spark
+    from workers.pipeline.lake import write_batch
+    from workers.pipeline.source import SourceOptions
+
+    with running_broker() as (env, port, work):
+        settings = Settings.from_env(env)
+        base_url = f"http://127.0.0.1:{port}"
+        set_default_storage(settings.database_url, args.engine)
+        name, warm = "bench.pipeline", "bench.pipeline-warm-up"
+        create_event_type(base_url, name)
+        create_event_type(base_url, warm)
+        prepublish(settings, name, args.engine, args.events, work / "events.jsonl")
+        prepublish(settings, warm, args.engine, 10_000, work / "warm.jsonl")
+        size = (work / "events.jsonl").stat().st_size // args.events
+        print(f"{args.events:,} events of ~{size} bytes in {PARTITIONS} partitions "
+              f"({args.engine} engine), Spark {args.master} on {os.cpu_count()} cores",
+              flush=True)
+
+        stream = args.events / timed(lambda: stream_rate(port, name, args.events))
+        print(f"broker low-level stream, 1 stream:           {stream:>10,.0f} events/s",
+              flush=True)
+
+        spark = start_spark(args.master)
+        layout = SourceOptions.parse({"url": base_url, "event_type": name}).layout()
+        from workers.pipeline.schema_mapping import row_schema
+        payload = row_schema(layout)
+        payload = payload.__class__([f for f in payload.fields if f.name in
+                                     {column for column, _, _ in layout.columns}])
+
+        def json_file(source: str, out: str):
+            return lambda: spark.read.schema(payload).json(str(work / source)) \
+                .write.mode("overwrite").parquet(str(work / out))
+
+        def nakadi(event_type: str, out: str):
+            return lambda: spark.read.format("nakadi").option("url", base_url) \
+                .option("event_type", event_type).load() \
+                .write.mode("overwrite").parquet(str(work / out))
+
+        def archive(event_type: str, lake: str):
+            def run() -> None:
+                query = (spark.readStream.format("nakadi").option("url", base_url)
+                         .option("event_type", event_type)
+                         .option("startingOffsets", "earliest").load().writeStream
+                         .foreachBatch(lambda frame, batch: write_batch(
+                             frame, batch, work / lake, event_type, "bench"))
+                         .option("checkpointLocation", str(work / f"{lake}-checkpoint"))
+                         .trigger(availableNow=True).start())
+                query.awaitTermination()
+            return run
+
+        for job in (json_file("warm.jsonl", "warm-json"), nakadi(warm, "warm-nakadi"),
+                    archive(warm, "warm-lake")):
+            job()
+        json_rate = args.events / timed(json_file("events.jsonl", "json"))
+        print(f"Spark, JSON Lines file -> Parquet:           {json_rate:>10,.0f} events/s",
+              flush=True)
+        source_rate = args.events / timed(nakadi(name, "nakadi"))
+        print(f"Spark, nakadi source (batch) -> Parquet:     {source_rate:>10,.0f} events/s"
+              f"  ({source_rate / json_rate:.2f} of the JSON file rate)", flush=True)
+        archive_rate = args.events / timed(archive(name, "lake"))
+        print(f"archiver path (availableNow, lake):          {archive_rate:>10,.0f} events/s"
+              f"  ({archive_rate / json_rate:.2f} of the JSON file rate)", flush=True)
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()

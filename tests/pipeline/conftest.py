@@ -1,0 +1,36 @@
+"""Spark in local mode for the pipeline tests: one session for the whole test
+session, so the JVM starts once, and the session's real broker."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Iterator
+
+import pytest
+
+# The session's gunicorn and the engine switch, shared with the API tests.
+from tests.api.conftest import base_url, default_storage  # noqa: F401
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator:
+    """A local Spark with two cores and the ``nakadi`` format registered. Its Python
+    workers run this interpreter and report errors without tracebacks, as the
+    README tells users to configure."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    from workers.pipeline import NakadiDataSource
+
+    session = (SparkSession.builder.master("local[2]").appName("nakadi-pipeline-tests")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", "2")
+               .config("spark.sql.session.timeZone", "UTC")
+               .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    session.dataSource.register(NakadiDataSource)
+    yield session
+    session.stop()

@@ -1,0 +1,145 @@
+"""``nakadi-archive`` as a user runs it: a process against the session's broker,
+killed and restarted, its lake read back by pyarrow and by Spark."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pytest
+import requests
+
+from deploy.localstack import free_port
+from tests.helpers.broker import business_event, new_event_type, post
+from tests.helpers.waiting import wait_until
+from workers.pipeline import read_archive
+from workers.pipeline.archiver import arguments, follow_subscription, start_query
+from workers.pipeline.client import BrokerClient
+
+ARCHIVER = str(Path(sys.executable).parent / "nakadi-archive")
+
+
+def publish(base_url: str, name: str, count: int) -> set[str]:
+    """``count`` events in posts of 100; their eids."""
+    eids = set()
+    for start in range(0, count, 100):
+        events = [business_event(n) for n in range(start, min(start + 100, count))]
+        assert post(base_url, name, events).status_code == 200
+        eids |= {event["metadata"]["eid"] for event in events}
+    return eids
+
+
+def archiver(base_url: str, tmp_path: Path, *args: str) -> list[str]:
+    return [ARCHIVER, "--url", base_url, "--output", str(tmp_path / "lake"),
+            "--checkpoint", str(tmp_path / "checkpoint"), *args]
+
+
+def archive_once(command: list[str]) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYSPARK_PYTHON=sys.executable)
+    done = subprocess.run([*command, "--once"], env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def lake_rows(lake: Path, name: str) -> list[dict]:
+    table = ds.dataset(str(lake), partitioning="hive").to_table(
+        columns=["eid", "partition", "offset", "event_type", "date"])
+    return [row for row in table.to_pylist() if row["event_type"] == name]
+
+
+def assert_exactly_once(rows: list[dict], eids: set[str]) -> None:
+    assert len({(r["partition"], r["offset"]) for r in rows}) == len(rows), "duplicates"
+    assert len({r["eid"] for r in rows}) == len(rows), "duplicate eids"
+    assert {r["eid"] for r in rows} == eids, "missing or foreign events"
+
+
+def test_once_archives_several_event_types_exactly_once_readable_by_any_reader(
+        spark, base_url, tmp_path):
+    orders, payments = new_event_type(base_url), new_event_type(base_url)
+    order_eids, payment_eids = publish(base_url, orders, 150), publish(base_url, payments, 30)
+    done = archive_once(archiver(base_url, tmp_path, "--event-type", orders,
+                                 "--event-type", payments))
+    assert f"{orders}: 150 events archived, lag 0" in done.stderr
+    assert_exactly_once(lake_rows(tmp_path / "lake", orders), order_eids)
+    assert_exactly_once(lake_rows(tmp_path / "lake", payments), payment_eids)
+
+    frame = read_archive(spark, tmp_path / "lake", orders)
+    assert frame.columns[:4] == ["eid", "event_type", "partition", "offset"]
+    assert {"order_number", "amount", "metadata", "date"} <= set(frame.columns)
+    row = frame.where(frame.amount == 7).first()
+    assert row["order_number"] == "ORDER-7" and row["event_type"] == orders
+    assert row["date"].isoformat() == row["metadata"]["received_at"][:10]
+
+
+def test_after_a_kill_mid_run_a_restart_continues_leaving_every_event_exactly_once(
+        base_url, tmp_path):
+    name = new_event_type(base_url)
+    eids = publish(base_url, name, 600)
+    command = archiver(base_url, tmp_path, "--event-type", name,
+                       "--max-events-per-trigger", "200", "--interval", "0.5")
+    running = subprocess.Popen(command, env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)
+    try:
+        lake = tmp_path / "lake" / f"event_type={name}"
+        wait_until(lambda: any(lake.glob("date=*/*.parquet")), timeout=120,
+                   what="a first micro-batch in the lake")
+    finally:
+        os.killpg(running.pid, signal.SIGKILL)  # the archiver and its JVM, mid-run
+        running.wait()
+    assert len(lake_rows(tmp_path / "lake", name)) < 600, "the kill came after the end"
+    eids |= publish(base_url, name, 200)
+    archive_once(command)
+    assert_exactly_once(lake_rows(tmp_path / "lake", name), eids)
+
+
+@pytest.mark.parametrize(("url", "event_type", "message"), [
+    (None, "no.such.type", "event type 'no.such.type' does not exist at "),
+    ("http://127.0.0.1:{port}", "orders", "cannot reach the broker at http://127.0.0.1:"),
+    ("localhost:8080", "orders", "the broker url 'localhost:8080' is not an http"),
+])
+def test_a_bad_url_unknown_event_type_or_broker_down_is_one_clear_line(
+        base_url, tmp_path, url, event_type, message):
+    url = (url or base_url).format(port=free_port())
+    done = subprocess.run(archiver(url, tmp_path, "--event-type", event_type, "--once"),
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"nakadi-archive: {message}")
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_subscription_follows_the_lake_and_starts_a_new_archive_at_its_cursors(
+        spark, base_url, tmp_path):
+    name = new_event_type(base_url)
+    publish(base_url, name, 20)
+    response = requests.post(f"{base_url}/subscriptions", json={
+        "owning_application": "lake", "event_types": [name], "read_from": "begin"})
+    assert response.status_code in (200, 201), response.text
+    subscription = response.json()["id"]
+
+    def unconsumed() -> int:
+        [item] = requests.get(f"{base_url}/subscriptions/{subscription}/stats").json()["items"]
+        return sum(p["unconsumed_events"] for p in item["partitions"])
+
+    def archive(checkpoint: str) -> int:
+        args = arguments(["--url", base_url, "--event-type", name, "--once",
+                          "--subscription-id", subscription, "--output", str(tmp_path / "lake"),
+                          "--checkpoint", str(tmp_path / checkpoint)])
+        query = start_query(spark, args, name)
+        query.awaitTermination()
+        follow_subscription(BrokerClient(base_url), args, name, query)
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    assert archive("checkpoint") == 20
+    assert unconsumed() == 0
+    publish(base_url, name, 4)
+    assert unconsumed() == 4
+    # Without a checkpoint, an archive starts at the subscription's cursors.
+    assert archive("new-checkpoint") == 4
+    assert unconsumed() == 0
+    assert len(lake_rows(tmp_path / "lake", name)) == 24

@@ -1,0 +1,207 @@
+"""``nakadi-archive``: archive event types into a Parquet lake, exactly once.
+
+    nakadi-archive --url URL --event-type NAME [--event-type NAME ...]
+                   --output DIR --checkpoint DIR [--once]
+
+One Spark streaming query per event type reads it through the ``nakadi`` data
+source and writes each micro-batch with ``lake.write_batch``; its offsets live
+in ``<checkpoint>/<event type>``, so running it again continues where it
+stopped. ``--once`` archives up to the newest events as of the start and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import threading
+import time
+import warnings
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from workers.pipeline.client import BrokerClient, BrokerError
+from workers.pipeline.progress import Progress
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming import StreamingQuery
+
+EXIT_FAILED = 1
+EXIT_USAGE = 2
+
+
+def arguments(argv: list[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="nakadi-archive",
+        description="Archive Nakadi event types to Parquet, partitioned by event type and "
+                    "date, exactly once across restarts.")
+    parser.add_argument("--url", required=True, help="the broker, e.g. http://localhost:8080")
+    names = parser.add_mutually_exclusive_group(required=True)
+    names.add_argument("--event-type", action="append", dest="event_types", metavar="NAME",
+                       help="an event type to archive (repeat for several)")
+    names.add_argument("--all-event-types", action="store_true",
+                       help="archive every event type the broker has at start")
+    parser.add_argument("--output", required=True, type=Path, help="the lake directory")
+    parser.add_argument("--checkpoint", required=True, type=Path,
+                        help="where Spark keeps each event type's progress")
+    parser.add_argument("--once", action="store_true",
+                        help="archive up to the newest events as of start, then exit")
+    tokens = parser.add_mutually_exclusive_group()
+    tokens.add_argument("--token", help="a bearer token for a secured broker")
+    tokens.add_argument("--token-file", help="a file holding the bearer token (re-read at "
+                                             "every request, so it may be rotated)")
+    parser.add_argument("--max-events-per-trigger", type=int, metavar="N",
+                        help="the most events of one event type in one micro-batch")
+    parser.add_argument("--starting-offsets", default="earliest",
+                        help="where a new archive starts: earliest (default), latest, or "
+                             "per-partition JSON; ignored once a checkpoint exists")
+    parser.add_argument("--interval", type=float, default=5.0, metavar="SECONDS",
+                        help="how often a continuous archive looks for new events (5)")
+    parser.add_argument("--subscription-id", metavar="ID",
+                        help="a subscription of the event types whose cursors follow the "
+                             "archive (its stats then show the lake's lag); a new archive "
+                             "starts at its committed cursors")
+    parser.add_argument("--raw", action="store_true",
+                        help="keep each event as one JSON string column instead of columns")
+    parser.add_argument("--master", default="local[*]", help="the Spark master (local[*])")
+    args = parser.parse_args(argv)
+    if args.max_events_per_trigger is not None and args.max_events_per_trigger < 1:
+        parser.error("--max-events-per-trigger must be at least 1")
+    if args.interval <= 0:
+        parser.error("--interval must be positive")
+    return args
+
+
+def event_types(args: argparse.Namespace, client: BrokerClient) -> list[str]:
+    """The event types to archive, each checked to exist before Spark starts."""
+    names = client.event_type_names() if args.all_event_types else args.event_types
+    for name in dict.fromkeys(names):
+        client.event_type(name)
+    return list(dict.fromkeys(names))
+
+
+def start_spark(master: str) -> SparkSession:
+    """A Spark session whose Python workers run this interpreter and report errors
+    as one line rather than a traceback."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
+    from pyspark.sql import SparkSession
+
+    from workers.pipeline.source import NakadiDataSource
+
+    spark = (SparkSession.builder.appName("nakadi-archive").master(master)
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC")
+             # Writes a batch's few date directories side by side instead of sorting
+             # every row by date first.
+             .config("spark.sql.maxConcurrentOutputFileWriters", "8")
+             .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
+             .getOrCreate())
+    spark.sparkContext.setLogLevel("ERROR")
+    spark.dataSource.register(NakadiDataSource)
+    return spark
+
+
+def start_query(spark: SparkSession, args: argparse.Namespace, name: str) -> StreamingQuery:
+    from workers.pipeline.lake import archive_id, write_batch
+
+    reader = (spark.readStream.format("nakadi").option("url", args.url)
+              .option("event_type", name).option("startingOffsets", args.starting_offsets)
+              .option("raw", str(args.raw).lower()))
+    for option, value in (("token", args.token), ("token_file", args.token_file),
+                          ("maxEventsPerTrigger", args.max_events_per_trigger),
+                          ("subscription_id", args.subscription_id)):
+        if value is not None:
+            reader = reader.option(option, str(value))
+    writer = (reader.load().writeStream
+              .foreachBatch(partial(write_batch, output=args.output, event_type=name,
+                                    archive=archive_id(args.checkpoint / name)))
+              .option("checkpointLocation", str(args.checkpoint / name)))
+    if args.once:
+        writer = writer.trigger(availableNow=True)
+    else:
+        writer = writer.trigger(processingTime=f"{args.interval} seconds")
+    return writer.start()
+
+
+def follow_subscription(client: BrokerClient, args: argparse.Namespace, name: str,
+                        query: StreamingQuery) -> None:
+    """Moves the subscription's cursors of an event type to the end of the last batch
+    in the lake. Spark's checkpoint stays the record of progress; a failed update
+    is reported and the next one catches up."""
+    progress = query.lastProgress
+    if not args.subscription_id or not progress or not progress.get("sources"):
+        return
+    end = progress["sources"][0].get("endOffset")
+    if isinstance(end, str):
+        end = json.loads(end)
+    if end:
+        try:
+            client.reset_cursors(args.subscription_id, name, end)
+        except BrokerError as error:
+            print(f"nakadi-archive: {name}: subscription cursors not updated: {error}",
+                  file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    client = BrokerClient(args.url, args.token, args.token_file)
+    names = event_types(args, client)
+    if not names:
+        print("nakadi-archive: the broker has no event types to archive", file=sys.stderr)
+        return 0
+    args.output.mkdir(parents=True, exist_ok=True)
+    spark = start_spark(args.master)
+    stop = threading.Event()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(signum, lambda *_: stop.set())
+    queries = {name: start_query(spark, args, name) for name in names}
+    progress = Progress(client, sys.stderr)
+    failed = False
+    next_report = time.monotonic() + progress.interval
+    try:
+        while not stop.is_set() and any(q.isActive for q in queries.values()):
+            if time.monotonic() >= next_report:
+                progress.report(queries)
+                for name, query in queries.items():
+                    follow_subscription(client, args, name, query)
+                next_report += progress.interval
+            stop.wait(0.2)
+    finally:
+        for name, query in queries.items():
+            if query.isActive:
+                query.stop()
+            follow_subscription(client, args, name, query)
+            error = query.exception()
+            if error is not None:
+                failed = True
+                print(f"nakadi-archive: {name}: {_one_line(error)}", file=sys.stderr)
+        progress.report(queries, final=True)
+        spark.stop()
+    return EXIT_FAILED if failed else 0
+
+
+def _one_line(error: BaseException) -> str:
+    """The BrokerError inside a Spark error, or the error's first line."""
+    text = str(getattr(error, "desc", None) or error)
+    marker = "BrokerError: "
+    if marker in text:
+        return text.split(marker, 1)[1].splitlines()[0]
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = arguments(argv)
+    try:
+        return run(args)
+    except BrokerError as error:
+        print(f"nakadi-archive: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

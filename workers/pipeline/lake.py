@@ -1,0 +1,86 @@
+"""The lake: Parquet files of archived events, one directory per event type and
+date, written so that each event is there exactly once.
+
+Layout: ``<output>/event_type=<name>/date=<yyyy-mm-dd>/part-<archive>-<batch>-<n>.parquet``
+(Hive-style, so Spark, pyarrow and DuckDB all see ``event_type`` and ``date``
+columns). The date is the UTC day of ``metadata.received_at``, or the day of
+archiving for events without metadata.
+
+Why exactly once: Spark writes a micro-batch's offsets to its checkpoint before
+running it and marks it done only after ``write_batch`` returns, so after a
+kill it runs the unfinished batch again with the same batch id and the same
+offsets, hence the same events. ``write_batch`` is idempotent per batch id: it
+writes the batch into a staging directory first, then replaces whatever an
+earlier attempt of the same batch left with the new files, moved in by atomic
+renames. Files are named by checkpoint (``archive_id``) and batch id, so no two
+batches ever touch each other's files, not even those of an archive started
+afresh with a new checkpoint into the same lake, and readers never see a
+half-written file.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+STAGING = "_staging"  # Spark, pyarrow and DuckDB skip names starting with "_"
+
+
+def event_type_dir(output: Path, event_type: str) -> Path:
+    return output / f"event_type={event_type}"
+
+
+def with_date(frame: DataFrame) -> DataFrame:
+    """The rows with their ``date`` column (UTC day received), without the
+    ``event_type`` column that the directory names already."""
+    if "metadata" in frame.columns:
+        received = F.col("metadata.received_at")
+    elif "raw" in frame.columns:
+        received = F.get_json_object(F.col("raw"), "$.metadata.received_at")
+    else:
+        received = F.lit(None).cast("string")
+    day = F.coalesce(F.to_date(F.try_to_timestamp(received)), F.current_date())
+    return frame.withColumn("date", day).drop("event_type")
+
+
+def archive_id(checkpoint: Path) -> str:
+    """The id of the archive kept in a checkpoint directory, made on first use."""
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    path = checkpoint / "archive-id"
+    if not path.exists():
+        temporary = checkpoint / "archive-id.new"
+        temporary.write_text(uuid.uuid4().hex[:12])
+        os.replace(temporary, path)
+    return path.read_text().strip()
+
+
+def write_batch(frame: DataFrame, batch_id: int, output: Path, event_type: str,
+                archive: str) -> None:
+    """Put one micro-batch of an event type into the lake, replacing what an
+    earlier attempt of the same batch of the same archive wrote."""
+    staging = output / STAGING / event_type / f"{archive}-{batch_id}"
+    shutil.rmtree(staging, ignore_errors=True)
+    with_date(frame).write.partitionBy("date").parquet(str(staging))
+    target = event_type_dir(output, event_type)
+    prefix = f"part-{archive}-{batch_id:010d}-"
+    for earlier in target.glob(f"date=*/{prefix}*.parquet"):
+        earlier.unlink()
+    for number, written in enumerate(sorted(staging.glob("date=*/*.parquet"))):
+        destination = target / written.parent.name / f"{prefix}{number:05d}.parquet"
+        destination.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(written, destination)
+    shutil.rmtree(staging, ignore_errors=True)
+
+
+def read_archive(spark: SparkSession, output: str | Path, event_type: str) -> DataFrame:
+    """The archived events of one event type, with the columns the data source
+    gives (``event_type`` from the directory) plus ``date``."""
+    frame = spark.read.option("mergeSchema", "true").parquet(
+        str(event_type_dir(Path(output), event_type)))
+    columns = [F.col(name) for name in frame.columns]
+    return frame.select(*columns[:1], F.lit(event_type).alias("event_type"), *columns[1:])
