@@ -53,8 +53,10 @@ class BoundedKazooClient(KazooClient):
         self._in_flight = gevent.lock.BoundedSemaphore(MAX_IN_FLIGHT)
 
     def _call(self, request: Any, async_object: Any) -> Any:
-        self._in_flight.acquire()
-        async_object.rawlink(self._answered)
+        # kazoo chains some requests from callbacks in gevent's hub (ensure_path's
+        # creates), which must not wait: those go uncounted.
+        if self._in_flight.acquire(blocking=gevent.getcurrent() is not gevent.get_hub()):
+            async_object.rawlink(self._answered)
         return super()._call(request, async_object)
 
     def _answered(self, _result: object) -> None:

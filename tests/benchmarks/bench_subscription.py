@@ -278,7 +278,7 @@ def idle_streams(env: dict[str, str], count: int) -> tuple[float, float, float, 
         before = worker_rss_kb(server.pid)
         selector = selectors.DefaultSelector()
         last_seen: dict[socket.socket, float] = {}
-        answers: dict[socket.socket, bytes] = {}
+        last_data: dict[socket.socket, bytes] = {}
         started: set[socket.socket] = set()
         lateness: list[float] = []
         opened = time.perf_counter()
@@ -295,9 +295,9 @@ def idle_streams(env: dict[str, str], count: int) -> tuple[float, float, float, 
                 sock = key.fileobj  # type: ignore[assignment]
                 data = sock.recv(65536)
                 now = time.perf_counter()
-                answers.setdefault(sock, data[:600])
                 if not data:
-                    raise RuntimeError(f"a stream ended: {answers[sock]!r}")
+                    raise RuntimeError(f"a stream ended: {last_data.get(sock, b'')!r}")
+                last_data[sock] = data[-600:]
                 if b"cursor" in data:
                     if sock in started and now > all_started:
                         lateness.append(max(0.0, now - last_seen[sock] - 2.0))
