@@ -297,7 +297,7 @@ def idle_streams(env: dict[str, str], count: int) -> tuple[float, float, float, 
                 now = time.perf_counter()
                 if not data:
                     raise RuntimeError(f"a stream ended: {last_data.get(sock, b'')!r}")
-                last_data[sock] = data[-600:]
+                last_data[sock] = (last_data.get(sock, b"") + data)[-600:]
                 if b"cursor" in data:
                     if sock in started and now > all_started:
                         lateness.append(max(0.0, now - last_seen[sock] - 2.0))
