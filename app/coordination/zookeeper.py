@@ -27,7 +27,7 @@ RECONNECT_MAX_DELAY_S = 1.0
 
 SETUP_TIMEOUT_S = 2.0
 
-MAX_IN_FLIGHT = 128
+MAX_IN_FLIGHT = 100
 """Requests a process has sent to ZooKeeper and not yet had answered, at most."""
 
 
@@ -43,20 +43,35 @@ class BoundedKazooClient(KazooClient):
     wait their turn.
 
     kazoo wakes its connection greenlet by writing one byte per request into a
-    socket pair. A few hundred requests queued at once (a thousand streams
-    starting) fill that socket; the next writer then blocks on a socket another
-    greenlet already waits on, which gevent refuses, and kazoo reports that as
-    ``ConnectionClosedError`` although the connection is fine."""
+    socket pair, and reads one byte back per request it sends. A few hundred
+    requests queued at once (a thousand streams starting) fill that socket; the
+    next write then fails (gevent refuses a second greenlet waiting on the
+    socket, and the hub may not wait at all), kazoo answers that request with
+    ``ConnectionClosedError`` although the connection is fine, and its queue
+    holds one request more than the socket holds bytes, which stops the
+    connection greenlet for good. Keeping the requests under way below what
+    the socket holds avoids all of it."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._in_flight = gevent.lock.BoundedSemaphore(MAX_IN_FLIGHT)
+        self._in_flight = gevent.lock.Semaphore(MAX_IN_FLIGHT)
 
     def _call(self, request: Any, async_object: Any) -> Any:
-        # kazoo chains some requests from callbacks in gevent's hub (ensure_path's
-        # creates), which must not wait: those go uncounted.
-        if self._in_flight.acquire(blocking=gevent.getcurrent() is not gevent.get_hub()):
-            async_object.rawlink(self._answered)
+        if self._in_flight.acquire(blocking=False):
+            return self._counted_call(request, async_object)
+        if gevent.getcurrent() is gevent.get_hub():
+            # kazoo chains some requests from callbacks in the hub (ensure_path's
+            # creates), which must not wait: they wait their turn in a greenlet.
+            gevent.spawn(self._call_in_turn, request, async_object)
+            return None
+        return self._call_in_turn(request, async_object)
+
+    def _call_in_turn(self, request: Any, async_object: Any) -> Any:
+        self._in_flight.acquire()
+        return self._counted_call(request, async_object)
+
+    def _counted_call(self, request: Any, async_object: Any) -> Any:
+        async_object.rawlink(self._answered)
         return super()._call(request, async_object)
 
     def _answered(self, _result: object) -> None:

@@ -18,8 +18,10 @@ def test_a_thousand_concurrent_requests_all_get_their_answer(zookeeper):
 
 def test_many_concurrent_ensure_paths_all_succeed(zookeeper):
     # ensure_path chains its creates from kazoo's callbacks, which run in gevent's hub.
-    calls = [gevent.spawn(zookeeper.ensure_path, f"/concurrency-{n % 50}/a/b")
+    # More at once than the client lets be under way (MAX_IN_FLIGHT).
+    calls = [gevent.spawn(zookeeper.ensure_path, f"/concurrency-{n % 600}/a/b")
              for n in range(600)]
-    gevent.joinall(calls, timeout=60)
+    gevent.joinall(calls, timeout=120)
     assert [repr(call.exception) for call in calls if not call.successful()] == []
-    assert zookeeper.exists("/concurrency-49/a/b") is not None
+    assert zookeeper.exists("/concurrency-599/a/b") is not None
+    assert zookeeper.get("/concurrency")[1].version == 0  # the connection still answers
