@@ -17,6 +17,7 @@ import gevent
 import gevent.event
 
 from app.domain.topology import PartitionKey
+from app.storage.across_timelines import TimelinesReader
 from app.storage.engine import StorageEngine, StorageError, StreamReader
 from app.subscriptions.partitions import SubscriptionPartitions
 
@@ -26,7 +27,7 @@ MAX_POLL_EVENTS = 5000
 log = logging.getLogger(__name__)
 
 InboxEntry = tuple[PartitionKey, int, bytes]
-"""(partition, engine offset, payload) of one event read."""
+"""(partition, position, payload) of one event read."""
 
 
 class _Pump:
@@ -86,8 +87,9 @@ class PartitionReaders:
         self.inbox.clear()
 
     def _start(self, event_type: str, positions: dict[int, int]) -> None:
-        timeline = self._partitions.timelines[event_type]
-        reader = self._engine_for(timeline.storage_id).reader(timeline.topic, positions)
+        partitions = self._partitions
+        reader = TimelinesReader(self._engine_for, partitions.current(event_type),
+                                 lambda: partitions.current(event_type), positions)
         pump = self._pumps[event_type] = _Pump(reader, frozenset(positions))
         pump.greenlet = gevent.spawn(self._pump, event_type, pump)
 

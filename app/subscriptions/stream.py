@@ -65,7 +65,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Held:
-    """A partition this stream streams: positions are engine offsets."""
+    """A partition this stream streams, in positions (through all timelines)."""
 
     committed: int
     sent: int
@@ -297,7 +297,7 @@ class SubscriptionStream:
 
     def _update_committed(self, key: PartitionKey) -> int:
         committed = self._state.committed(key, watch=self._commit_seen(key))
-        position = self._partitions.engine_offset(key, committed) if committed else -1
+        position = self._partitions.position(key, committed) if committed else -1
         held = self._held.get(key)
         if held is not None and position > held.committed:
             held.committed = position
