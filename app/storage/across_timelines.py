@@ -76,11 +76,17 @@ class TimelinesReader:
         self._readers: dict[int, StreamReader] = {}  # index of the timeline -> its reader
         self._place()
 
-    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
+    def follow(self) -> None:
+        """Take up newer timelines: partitions at the end of a closed one move on, and
+        the readers of cleaned-up ones close. ``poll`` does it first; a caller that
+        stops polling for a while calls it now and then."""
         newer = self._current()
         if newer is not None and newer is not self._timelines and newer != self._timelines:
             self._timelines = newer
             self._place()
+
+    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
+        self.follow()
         active_index = len(self._timelines.items) - 1
         closed = sorted(index for index in self._readers if index != active_index)
         if closed:

@@ -18,7 +18,7 @@ import gevent.event
 
 from app.domain.topology import PartitionKey
 from app.storage.across_timelines import TimelinesReader
-from app.storage.engine import StorageEngine, StorageError, StreamReader
+from app.storage.engine import StorageEngine, StorageError
 from app.subscriptions.partitions import SubscriptionPartitions
 
 POLL_WAIT_S = 1.0
@@ -33,7 +33,7 @@ InboxEntry = tuple[PartitionKey, int, bytes]
 class _Pump:
     """One event type's reader and the greenlet polling it."""
 
-    def __init__(self, reader: StreamReader, partitions: frozenset[int]) -> None:
+    def __init__(self, reader: TimelinesReader, partitions: frozenset[int]) -> None:
         self.reader = reader
         self.partitions = partitions
         self.stopped = False
@@ -103,7 +103,8 @@ class PartitionReaders:
                 room = self._wanted - len(self.inbox)
                 if room <= 0:
                     self._demand.clear()
-                    self._demand.wait()
+                    if not self._demand.wait(POLL_WAIT_S):
+                        pump.reader.follow()  # paused: still leave cleaned-up timelines
                     continue
                 events = pump.reader.poll(min(room, MAX_POLL_EVENTS), POLL_WAIT_S)
                 if events and not pump.stopped:
