@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from time import monotonic
@@ -75,7 +74,7 @@ class PublishingGate:
         self._forget = forget  # drops an event type from the caches: its timeline changed
         self._node = f"{NODES}/{uuid.uuid4()}"
         self._locked: dict[str, gevent.event.Event] = {}  # set once unlocked
-        self._in_flight: Counter[str] = Counter()
+        self._in_flight: dict[str, int] = {}
         self._drained = gevent.event.Event()
         self._sync_lock = gevent.lock.Semaphore()
         self._watching = False
@@ -93,14 +92,18 @@ class PublishingGate:
                         f"the timeline of '{name}' is being switched and publishing to it "
                         f"did not resume within {self._wait_s:g} s; try again")
                 unlocked = self._locked.get(name)
-        self._in_flight[name] += 1
+        in_flight = self._in_flight
+        in_flight[name] = in_flight.get(name, 0) + 1
         try:
             yield
         finally:
-            self._in_flight[name] -= 1
-            if self._in_flight[name] <= 0:
-                del self._in_flight[name]
-                self._drained.set()
+            left = in_flight[name] - 1
+            if left:
+                in_flight[name] = left
+            else:
+                del in_flight[name]
+                if name in self._locked:
+                    self._drained.set()  # a switch waits for it
 
     def start(self) -> gevent.Greenlet:
         """Register this process and follow the switches, retrying until ZooKeeper answers."""
@@ -148,7 +151,7 @@ class PublishingGate:
 
     def _wait_drained(self, names: set[str]) -> bool:
         deadline = monotonic() + self._wait_s
-        while any(self._in_flight[name] for name in names):
+        while any(name in self._in_flight for name in names):
             self._drained.clear()
             if not self._drained.wait(max(0.0, deadline - monotonic())):
                 log.warning("publishes to %s did not finish in %g s", sorted(names), self._wait_s)
