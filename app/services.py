@@ -14,6 +14,7 @@ from app.dependencies import DependencyUnavailable
 from app.domain.timeline import Timelines
 from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
+from app.repository.subscription_cache import SubscriptionCache
 from app.security.service import Security
 from app.storage.engines import Engines
 
@@ -25,6 +26,7 @@ class Services:
                                    settings.database_timeout_s)
         self.engines = Engines(self.pool, settings.kafka_timeout_s)
         self.event_types = EventTypeCache(self.pool)
+        self.subscriptions = SubscriptionCache(self.pool)
         self.security = Security(settings, self.pool)
         self._zookeeper: ZooKeeper | None = None
         self.publishing_gate = PublishingGate(lambda: self.zookeeper,
@@ -53,6 +55,7 @@ class Services:
 
     def close(self) -> None:
         self.event_types.close()
+        self.subscriptions.close()
         self.security.close()
         self.engines.close()
         if self._zookeeper is not None:
