@@ -59,6 +59,7 @@ def post_worker_init(worker: Worker) -> None:
         raise RuntimeError("gunicorn must serve app.wsgi:app")
     start_retention(services)
     start_sweeps(services)
+    services.publishing_gate.start()
 
 
 def worker_exit(server: Arbiter, worker: Worker) -> None:

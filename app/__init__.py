@@ -35,16 +35,18 @@ def create_app(settings: Settings | None = None) -> Flask:
         health,
         partitions,
         registry,
+        storages,
         subscription_cursors,
         subscription_events,
         subscription_stats,
         subscriptions,
+        timelines,
     )
     from app.api import settings as settings_api
 
     for module in (health, event_types, events, partitions, cursor_operations, registry,
                    subscriptions, subscription_events, subscription_cursors, subscription_stats,
-                   settings_api):
+                   settings_api, storages, timelines):
         app.register_blueprint(module.blueprint)
     app.after_request(_no_type_without_body)
     return app

@@ -29,6 +29,8 @@ class Settings:
     log_level: str = "INFO"
     retention_check_interval_s: float = 60.0
     topic_sweep_interval_s: float = 30.0
+    timeline_switch_timeout_s: float = 5.0
+    timeline_publish_wait_s: float = 15.0
     default_partitions: int = RegistrySettings.default_partitions
     max_partitions: int = RegistrySettings.max_partitions
     min_retention_ms: int = RegistrySettings.min_retention_time_ms

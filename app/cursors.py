@@ -2,8 +2,10 @@
 
 A client cursor is ``{"partition": "0", "offset": "001-0001-000000000000000042"}``;
 ``begin`` (any case) as the offset means before the oldest available event.
-Resolved, it is a ``Position``: a partition number and the engine offset after
-which reading starts (``-1`` before the first event ever stored).
+Resolved, it is a ``Position``: a partition number and the position (across the
+event type's timelines, ``app.domain.timeline``) after which reading starts
+(``-1`` before the first event ever stored). Offsets of every timeline of the
+event type are accepted.
 """
 
 from __future__ import annotations
@@ -13,9 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from app.domain.cursor import Position
-from app.domain.timeline import Timeline
+from app.domain.timeline import OffsetUnknown, Timelines
 from app.storage.engine import PartitionBounds
-from app.storage.offsets import InvalidOffset, decode_offset, encode_offset
 
 BEGIN = "begin"
 PARTITION_NAME = re.compile(r"^(0|[1-9][0-9]{0,8})$")
@@ -49,7 +50,7 @@ def is_partition(name: Any, partitions: int) -> bool:
             and int(name) < partitions)
 
 
-def partition_number(partition: str, timeline: Timeline, cursor: Any = None) -> int:
+def partition_number(partition: str, timeline: Timelines, cursor: Any = None) -> int:
     """The number of a partition name, which must exist in the timeline."""
     if not is_partition(partition, timeline.partitions):
         what = describe(cursor) if cursor is not None else f"partition {partition!r}"
@@ -58,19 +59,15 @@ def partition_number(partition: str, timeline: Timeline, cursor: Any = None) -> 
     return int(partition)
 
 
-def engine_offset(offset: str, timeline: Timeline, cursor: Any) -> int:
-    """The engine offset of a client offset string of the timeline (not ``begin``)."""
+def position_of(offset: str, partition: int, timelines: Timelines, cursor: Any) -> int:
+    """The position of a client offset string (not ``begin``) in a partition."""
     try:
-        order, position = decode_offset(offset)
-    except InvalidOffset as error:
+        return timelines.decode(partition, offset)
+    except OffsetUnknown as error:
         raise CursorInvalid(f"{describe(cursor)}: {error}") from None
-    if order != timeline.order:
-        raise CursorInvalid(f"{describe(cursor)}: the offset belongs to timeline {order}, "
-                            f"which this event type does not have")
-    return position
 
 
-def resolve(cursor: Any, timeline: Timeline,
+def resolve(cursor: Any, timeline: Timelines,
             bounds: Mapping[int, PartitionBounds]) -> Position:
     """The position a cursor points at; it must lie within the available events
     (or just before the oldest one)."""
@@ -79,17 +76,17 @@ def resolve(cursor: Any, timeline: Timeline,
     available = bounds[partition]
     if offset.lower() == BEGIN:
         return Position(partition, available.oldest - 1)
-    position = engine_offset(offset, timeline, cursor)
+    position = position_of(offset, partition, timeline, cursor)
     if position < available.oldest - 1:
         raise CursorInvalid(f"{describe(cursor)}: the offset has expired; the oldest available "
-                            f"event is at {encode_offset(timeline.order, available.oldest)}")
+                            f"event is at {timeline.encode(partition, available.oldest)}")
     if position > available.newest:
         raise CursorInvalid(f"{describe(cursor)}: the offset does not exist; the newest event "
-                            f"is at {encode_offset(timeline.order, available.newest)}")
+                            f"is at {timeline.encode(partition, available.newest)}")
     return Position(partition, position)
 
 
-def positions_by_partition(cursors: list, timeline: Timeline,
+def positions_by_partition(cursors: list, timeline: Timelines,
                            bounds: Mapping[int, PartitionBounds]) -> dict[int, int]:
     """The engine offset each cursor points at, by partition; at most one cursor
     per partition."""
@@ -103,6 +100,6 @@ def positions_by_partition(cursors: list, timeline: Timeline,
     return positions
 
 
-def client_cursor(timeline: Timeline, partition: int, offset: int) -> dict[str, str]:
+def client_cursor(timeline: Timelines, partition: int, offset: int) -> dict[str, str]:
     """The cursor a client sees for a position."""
-    return {"partition": str(partition), "offset": encode_offset(timeline.order, offset)}
+    return {"partition": str(partition), "offset": timeline.encode(partition, offset)}

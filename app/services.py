@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from flask import Flask, current_app
 from kazoo.client import KazooClient
 
 from app.config import Settings
+from app.coordination.timeline_switch import PublishingGate
 from app.coordination.zookeeper import ZooKeeper
+from app.dependencies import DependencyUnavailable
+from app.domain.timeline import Timelines
 from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
 from app.repository.subscription_cache import SubscriptionCache
@@ -24,6 +29,9 @@ class Services:
         self.subscriptions = SubscriptionCache(self.pool)
         self.security = Security(settings, self.pool)
         self._zookeeper: ZooKeeper | None = None
+        self.publishing_gate = PublishingGate(lambda: self.zookeeper,
+                                              settings.timeline_publish_wait_s,
+                                              self.event_types.forget)
 
     @property
     def zookeeper(self) -> KazooClient:
@@ -33,6 +41,17 @@ class Services:
             self._zookeeper = ZooKeeper(self.settings.zookeeper, self.settings.zookeeper_root,
                                         self.settings.zookeeper_timeout_s)
         return self._zookeeper.client()
+
+    def timelines_of(self, name: str) -> Callable[[], Timelines | None]:
+        """The newest known timelines of an event type, for readers that follow switches;
+        None while it cannot be told (deleted, database unreachable)."""
+        def current() -> Timelines | None:
+            try:
+                found = self.event_types.get(name)
+            except DependencyUnavailable:
+                return None
+            return None if found is None else found[1]
+        return current
 
     def close(self) -> None:
         self.event_types.close()

@@ -1,5 +1,8 @@
 """Removes events past their topic's retention time from the storages that leave
-it to the broker (``postgres``; Kafka enforces retention itself).
+it to the broker (``postgres``; Kafka enforces retention itself), and closed
+timelines whose retention ended: they are marked cleaned up at once (readers
+stop reading them within a poll) and their topics removed by the topic sweeps
+``TIMELINE_TOPIC_DELAY_S`` later.
 
 Every worker process runs the loop; a PostgreSQL advisory lock lets only one
 of them, across all instances, purge at a time.
@@ -9,10 +12,12 @@ from __future__ import annotations
 
 import gevent
 
+from app.repository.timelines import clean_up_expired
 from app.services import Services
 from workers.periodic import run_every
 
 LOCK_KEY = 0x6E616B6172  # shared by every instance of the broker
+TIMELINE_TOPIC_DELAY_S = 30.0
 
 
 def purge_once(services: Services) -> int:
@@ -26,6 +31,7 @@ def purge_once(services: Services) -> int:
             if not locked:
                 return 0
             try:
+                removed += clean_up_expired(services.pool, TIMELINE_TOPIC_DELAY_S)
                 for engine in services.engines.all().values():
                     removed += engine.purge_expired()
             finally:

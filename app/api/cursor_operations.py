@@ -1,7 +1,8 @@
 """``/event-types/{name}/cursor-distances``, ``/cursors-lag`` and ``/shifted-cursors``.
 
-Engine offsets are consecutive integers in every partition, so distances and
-shifts are arithmetic on them; the bounds only say which positions exist.
+Positions are consecutive integers in every partition, through all timelines of
+the event type, so distances and shifts are arithmetic on them; the bounds only
+say which positions exist.
 Every cursor must lie within the available events or just before the oldest
 one (``begin``), as for streams. Errors name the body item as ``body[i]``.
 """
@@ -19,12 +20,11 @@ from app.api.lookups import event_type_or_404, partition_bounds
 from app.api.partitions import partition_view
 from app.cursors import CursorInvalid, client_cursor, describe, resolve
 from app.domain.cursor import Position
-from app.domain.timeline import Timeline
+from app.domain.timeline import Timelines
 from app.problems import Problem
 from app.security.guard import needs_scope, require_event_type
 from app.security.policy import Operation
 from app.storage.engine import PartitionBounds
-from app.storage.offsets import encode_offset
 
 blueprint = Blueprint("cursor_operations", __name__)
 
@@ -43,7 +43,7 @@ def _object(item: Any, index: int, fields: str) -> Mapping[str, Any]:
     return item
 
 
-def _resolved(cursor: Any, where: str, timeline: Timeline,
+def _resolved(cursor: Any, where: str, timeline: Timelines,
               bounds: Mapping[int, PartitionBounds]) -> Position:
     try:
         return resolve(cursor, timeline, bounds)
@@ -51,8 +51,8 @@ def _resolved(cursor: Any, where: str, timeline: Timeline,
         raise Problem(422, f"{where}: {error}") from None
 
 
-def _readable_timeline(name: str) -> Timeline:
-    """The event type's active timeline, if the caller may read the event type."""
+def _readable_timeline(name: str) -> Timelines:
+    """The event type's timelines, if the caller may read the event type."""
     event_type, timeline = event_type_or_404(name)
     require_event_type(event_type, Operation.READ)
     return timeline
@@ -116,19 +116,20 @@ def _shift_of(item: Mapping[str, Any], index: int) -> int:
 
 
 def _shifted(position: Position, shift: int, available: PartitionBounds,
-             timeline: Timeline, where: str) -> int:
-    """The engine offset ``shift`` events from the position; from just before the
+             timeline: Timelines, where: str) -> int:
+    """The position ``shift`` events from the position; from just before the
     oldest available event (``oldest - 1``) up to the newest one."""
     target = position.offset + shift
+    partition = position.partition
     if target < available.oldest - 1:
-        earliest = encode_offset(timeline.order, available.oldest - 1)
+        earliest = timeline.encode(partition, available.oldest - 1)
         raise Problem(422, f"{where}: shifting by {shift} leads to an expired position; the "
                            f"oldest available event is at "
-                           f"{encode_offset(timeline.order, available.oldest)}, so the "
+                           f"{timeline.encode(partition, available.oldest)}, so the "
                            f"smallest shift is {available.oldest - 1 - position.offset} "
                            f"(to {earliest})")
     if target > available.newest:
-        newest = (f"the newest event is at {encode_offset(timeline.order, available.newest)}"
+        newest = (f"the newest event is at {timeline.encode(partition, available.newest)}"
                   if available.newest >= available.oldest
                   else "the partition has no available events")
         raise Problem(422, f"{where}: shifting by {shift} leads to an offset that does not "

@@ -12,8 +12,9 @@ from app.api.body import json_bytes
 from app.api.lookups import event_type_or_404, partition_bounds
 from app.api.stream_params import stream_limits
 from app.coordination.stream_slots import TooManyStreams
+from app.coordination.timeline_switch import SwitchInProgress
 from app.cursors import CursorInvalid, positions_by_partition
-from app.domain.timeline import Timeline
+from app.domain.timeline import Timelines
 from app.problems import Problem
 from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
 from app.publishing.publisher import BatchRejected, Item, publish
@@ -43,7 +44,7 @@ def _items_response(items: Sequence[Item], status: int) -> Response:
 @needs_scope(Operation.WRITE)
 def publish_events(name: str) -> Response:
     current = services()
-    event_type, timeline = event_type_or_404(name)
+    event_type, _ = event_type_or_404(name)
     require_event_type(event_type, Operation.WRITE)
     body = json_bytes(current.settings.max_batch_bytes)
     try:
@@ -52,17 +53,23 @@ def publish_events(name: str) -> Response:
         raise Problem(400, str(error)) from None
     except NotABatch as error:
         raise Problem(422, str(error)) from None
-    engine = current.engines.get(timeline.storage_id)
     try:
-        items = publish(event_type, timeline, engine, events, sizes, g.flow_id)
+        # Counted as in flight for timeline switches, which wait for it (or it for them).
+        with current.publishing_gate.publishing(name):
+            event_type, timelines = event_type_or_404(name)
+            active = timelines.active
+            items = publish(event_type, active, current.engines.get(active.storage_id), events,
+                            sizes, g.flow_id)
     except BatchRejected as rejected:
         return _items_response(rejected.items, 422)
+    except SwitchInProgress as error:
+        raise Problem(503, str(error)) from None
     if all(item.status == "submitted" for item in items):
         return Response(status=200)
     return _items_response(items, 207)
 
 
-def _start_positions(timeline: Timeline, bounds: Mapping[int, PartitionBounds]
+def _start_positions(timeline: Timelines, bounds: Mapping[int, PartitionBounds]
                      ) -> dict[int, int]:
     """Where each partition's stream starts: after the cursors of the X-Nakadi-Cursors
     header, or after the newest event of every partition without it."""
@@ -92,8 +99,8 @@ def stream_events(name: str) -> Response:
     positions = _start_positions(timeline, partition_bounds(timeline))
     try:
         stream, slots = open_event_stream(
-            current.zookeeper, current.engines.get(timeline.storage_id), timeline, positions,
-            limits, current.settings.max_streams_per_partition,
+            current.zookeeper, current.engines.get, timeline, current.timelines_of(name),
+            positions, limits, current.settings.max_streams_per_partition,
             request.environ.get("gunicorn.socket"), consumer_still_allowed([name]))
     except TooManyStreams as error:
         raise Problem(429, str(error), "Too Many Requests") from None

@@ -1,4 +1,4 @@
-"""What several endpoints look up first: the event type with its active timeline
+"""What several endpoints look up first: the event type with its timelines
 (404 when there is none) and the available range of its partitions; the
 subscription (404) with its partitions."""
 
@@ -8,11 +8,12 @@ import logging
 
 from app.domain.event_type import EventType
 from app.domain.subscription import Subscription
-from app.domain.timeline import Timeline
+from app.domain.timeline import Timelines
 from app.problems import Problem
-from app.repository.event_types import event_type_with_timeline
+from app.repository.event_types import event_type_with_timelines
 from app.repository.subscriptions import get_subscription
 from app.services import services
+from app.storage.across_timelines import timelines_bounds
 from app.storage.engine import PartitionBounds, StorageError, StorageUnavailable
 from app.subscriptions.known_offsets import known_newest, learn
 from app.subscriptions.partitions import (
@@ -24,11 +25,11 @@ from app.subscriptions.partitions import (
 log = logging.getLogger(__name__)
 
 
-def event_type_or_404(name: str, fresh: bool = False) -> tuple[EventType, Timeline]:
-    """The event type and its active timeline: from the in-process cache, or with ``fresh``
+def event_type_or_404(name: str, fresh: bool = False) -> tuple[EventType, Timelines]:
+    """The event type and its timelines: from the in-process cache, or with ``fresh``
     from the database (the registry's own endpoints show a change at once, on any worker)."""
     if fresh:
-        found = event_type_with_timeline(services().pool, name)
+        found = event_type_with_timelines(services().pool, name)
     else:
         found = services().event_types.get(name)
     if found is None:
@@ -36,16 +37,17 @@ def event_type_or_404(name: str, fresh: bool = False) -> tuple[EventType, Timeli
     return found
 
 
-def partition_bounds(timeline: Timeline) -> dict[int, PartitionBounds]:
-    """The available range of every partition, read once so that a request sees one state."""
+def partition_bounds(timeline: Timelines) -> dict[int, PartitionBounds]:
+    """The available range of every partition (positions over all timelines), read
+    once so that a request sees one state."""
     try:
-        bounds = services().engines.get(timeline.storage_id).bounds(timeline.topic)
+        bounds = timelines_bounds(services().engines.get, timeline)
     except StorageUnavailable:
         raise  # an outage: a 503 naming the storage, like every other
     except StorageError as error:
         log.error("reading the offsets of %s failed: %s", timeline.event_type, error)
-        raise Problem(503, f"The storage '{timeline.storage_id}' did not report the offsets of "
-                           f"'{timeline.event_type}'; try again later.") from None
+        raise Problem(503, f"The storage '{timeline.active.storage_id}' did not report the "
+                           f"offsets of '{timeline.event_type}'; try again later.") from None
     return {available.partition: available for available in bounds}
 
 
@@ -63,7 +65,7 @@ def subscription_or_404(subscription_id: str, cached: bool = False) -> Subscript
 
 
 def subscription_partitions_of(subscription: Subscription) -> SubscriptionPartitions:
-    """The active timelines of the subscription's event types."""
+    """The timelines of the subscription's event types."""
     try:
         return subscription_partitions(subscription, services().event_types.get)
     except EventTypeGone as gone:
@@ -78,12 +80,13 @@ def subscription_bounds(partitions: SubscriptionPartitions
 
 
 
-def newest_offset(timeline: Timeline, partition: int, position: int) -> int:
-    """An offset known to exist in the partition at ``position`` or past it, else its
+def newest_offset(timeline: Timelines, partition: int, position: int) -> int:
+    """A position known to exist in the partition at ``position`` or past it, else its
     newest one: the storage is asked only for positions past what this process read."""
-    known = known_newest(timeline.id, partition)
+    key = timeline.items[0].id  # positions run through all timelines of the event type
+    known = known_newest(key, partition)
     if position <= known:
         return known
     for found in partition_bounds(timeline).values():
-        learn(timeline.id, found.partition, found.newest)
-    return known_newest(timeline.id, partition)
+        learn(key, found.partition, found.newest)
+    return known_newest(key, partition)

@@ -10,32 +10,31 @@ from flask import Blueprint, Response, jsonify, request
 from app import strict_json
 from app.api.lookups import event_type_or_404, partition_bounds
 from app.cursors import CursorInvalid, is_partition, positions_by_partition, resolve
-from app.domain.timeline import Timeline
+from app.domain.timeline import Timelines
 from app.problems import Problem
 from app.security.guard import needs_scope, require_event_type
 from app.security.policy import Operation
 from app.storage.engine import PartitionBounds
-from app.storage.offsets import encode_offset
 
 blueprint = Blueprint("partitions", __name__)
 
 
-def partition_view(timeline: Timeline, available: PartitionBounds,
+def partition_view(timeline: Timelines, available: PartitionBounds,
                    consumed: int | None = None) -> dict[str, object]:
-    """A Partition object; with ``consumed`` (an engine offset), its ``unconsumed_events``.
+    """A Partition object; with ``consumed`` (a position), its ``unconsumed_events``.
 
     An empty partition shows its newest offset before its oldest one, as Nakadi does."""
     view: dict[str, object] = {
         "partition": str(available.partition),
-        "oldest_available_offset": encode_offset(timeline.order, available.oldest),
-        "newest_available_offset": encode_offset(timeline.order, available.newest),
+        "oldest_available_offset": timeline.encode(available.partition, available.oldest),
+        "newest_available_offset": timeline.encode(available.partition, available.newest),
     }
     if consumed is not None:
         view["unconsumed_events"] = available.newest - consumed
     return view
 
 
-def _consumed_by_partition(raw: str, timeline: Timeline,
+def _consumed_by_partition(raw: str, timeline: Timelines,
                            bounds: Mapping[int, PartitionBounds]) -> dict[int, int]:
     """The engine offset consumed in each partition named by the ``cursors`` parameter."""
     try:

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class Position:
-    """Reading starts after ``offset`` (an engine offset; -1 before the first event
-    ever stored) in ``partition``."""
+    """Reading starts after ``offset`` (a position across the event type's timelines;
+    -1 before the first event ever stored) in ``partition``."""
 
     partition: int
     offset: int

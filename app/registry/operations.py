@@ -111,7 +111,7 @@ def delete(services: Services, name: str, with_sole_subscriptions: bool = False)
     timelines, subscription_ids = repository.delete_event_type(
         services.pool, name, topic_deletions.DELAY_S, with_sole_subscriptions)
     VALIDATORS.forget(name)
-    topic_deletions.delete_later(services, timelines)
+    topic_deletions.delete_later(services, [t for t in timelines if not t.cleaned_up])
     for subscription_id in subscription_ids:
         try:
             remove_subscription_state(services.zookeeper, subscription_id.lower())

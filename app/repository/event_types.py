@@ -18,13 +18,14 @@ from app.domain.event_type_document import (
     schema_document,
     schema_from_document,
 )
-from app.domain.timeline import Timeline
+from app.domain.timeline import Timeline, Timelines
 from app.repository import subscriptions, topic_deletions
 from app.repository.database import ConnectionPool
 
 CHANGES_CHANNEL = "nakadi_event_types"
 NOTIFY_CHANGE = "SELECT pg_notify('nakadi_event_types', %s)"
-TIMELINE_COLUMNS = "id, event_type, timeline_order, storage_id, topic, partitions"
+TIMELINE_COLUMNS = ("id, event_type, timeline_order, storage_id, topic, partitions, last_offsets,"
+                    " cleaned_up_at IS NOT NULL")
 
 
 class EventTypeExists(Exception):
@@ -116,7 +117,7 @@ def delete_event_type(pool: ConnectionPool, name: str, topic_removal_delay_s: fl
         cursor.execute(
             f"SELECT {TIMELINE_COLUMNS} FROM timelines WHERE event_type = %s"
             " ORDER BY timeline_order", (name,))
-        timelines = [Timeline(str(row[0]), *row[1:]) for row in cursor.fetchall()]
+        timelines = [timeline_from_row(row) for row in cursor.fetchall()]
         topic_deletions.schedule(cursor, name, topic_removal_delay_s)
         cursor.execute("DELETE FROM event_types WHERE name = %s", (name,))
         cursor.execute(NOTIFY_CHANGE, (name,))
@@ -145,17 +146,25 @@ def schema_version(pool: ConnectionPool, name: str, version: str) -> EventTypeSc
     return schema_from_document(rows[0][0]) if rows else None
 
 
-def event_type_with_timeline(pool: ConnectionPool, name: str
-                             ) -> tuple[EventType, Timeline] | None:
-    """An event type and its active timeline, in one round trip."""
+def timeline_from_row(row: tuple) -> Timeline:
+    """A timeline from the ``TIMELINE_COLUMNS`` of a row."""
+    timeline_id, event_type, order, storage_id, topic, partitions, last, cleaned_up = row
+    return Timeline(str(timeline_id), event_type, order, storage_id, topic, partitions,
+                    None if last is None else tuple(last), cleaned_up)
+
+
+def event_type_with_timelines(pool: ConnectionPool, name: str
+                              ) -> tuple[EventType, Timelines] | None:
+    """An event type and its timelines, in one round trip."""
     rows = pool.fetch_all(
         "SELECT e.document, t.id, t.event_type, t.timeline_order, t.storage_id, t.topic,"
-        " t.partitions FROM event_types e JOIN timelines t ON t.event_type = e.name"
-        " WHERE e.name = %s ORDER BY t.timeline_order DESC LIMIT 1", (name,))
+        " t.partitions, t.last_offsets, t.cleaned_up_at IS NOT NULL"
+        " FROM event_types e JOIN timelines t ON t.event_type = e.name"
+        " WHERE e.name = %s ORDER BY t.timeline_order", (name,))
     if not rows:
         return None
-    document, timeline_id, *rest = rows[0]
-    return event_type_from_document(document), Timeline(str(timeline_id), *rest)
+    return (event_type_from_document(rows[0][0]),
+            Timelines(tuple(timeline_from_row(row[1:]) for row in rows)))
 
 
 def default_storage_id(pool: ConnectionPool) -> str:

@@ -12,11 +12,13 @@ from app.repository.database import ConnectionPool
 
 def schedule(cursor: psycopg2.extensions.cursor, event_type: str, delay_s: float) -> None:
     """Record, in the caller's transaction, that the topics of every timeline of
-    the event type are to be removed ``delay_s`` seconds from now."""
+    the event type are to be removed ``delay_s`` seconds from now (those of
+    cleaned-up timelines are gone or already scheduled)."""
     cursor.execute(
         "INSERT INTO topic_deletions (storage_id, topic, due_at)"
         " SELECT storage_id, topic, now() + make_interval(secs => %s)"
-        " FROM timelines WHERE event_type = %s ON CONFLICT DO NOTHING",
+        " FROM timelines WHERE event_type = %s AND cleaned_up_at IS NULL"
+        " ON CONFLICT DO NOTHING",
         (delay_s, event_type))
 
 

@@ -22,8 +22,9 @@ from kazoo.client import KazooClient
 from app import lifecycle
 from app.coordination.stream_slots import StreamSlots, claim_slots
 from app.cursors import client_cursor
-from app.domain.timeline import Timeline
-from app.storage.engine import StorageEngine, StorageError, StreamReader
+from app.domain.timeline import Timelines
+from app.storage.across_timelines import EngineFor, TimelinesReader
+from app.storage.engine import StorageError, StreamReader
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.limits import StreamLimits
@@ -38,13 +39,15 @@ log = logging.getLogger(__name__)
 class EventStream:
     """One low-level stream: its reader, batcher and the position of each partition."""
 
-    def __init__(self, reader: StreamReader, timeline: Timeline, positions: dict[int, int],
+    def __init__(self, reader: StreamReader, timeline: Timelines, positions: dict[int, int],
                  limits: StreamLimits, connection: socket.socket | None = None,
                  still_exists: Callable[[], bool] = lambda: True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 current: Callable[[], Timelines | None] = lambda: None) -> None:
         self._reader = reader
         self._still_exists = still_exists
         self._timeline = timeline
+        self._current = current
         self._connection = connection
         self._clock = clock
         self._positions = dict(positions)
@@ -53,6 +56,7 @@ class EventStream:
 
     def _line(self, partition: int, payloads: list[bytes]) -> bytes:
         self._positions[partition] += len(payloads)
+        self._timeline = self._current() or self._timeline  # offsets of a newer timeline
         cursor = client_cursor(self._timeline, partition, self._positions[partition])
         return batch_line(cursor, payloads)
 
@@ -97,18 +101,21 @@ class EventStream:
             yield self._line(partition, payloads)
 
 
-def open_event_stream(zookeeper: KazooClient, engine: StorageEngine, timeline: Timeline,
-                      positions: dict[int, int], limits: StreamLimits,
-                      max_streams_per_partition: int, connection: socket.socket | None,
+def open_event_stream(zookeeper: KazooClient, engine_for: EngineFor, timelines: Timelines,
+                      current: Callable[[], Timelines | None], positions: dict[int, int],
+                      limits: StreamLimits, max_streams_per_partition: int,
+                      connection: socket.socket | None,
                       still_exists: Callable[[], bool]) -> tuple[EventStream, StreamSlots]:
-    """A stream of the partitions in ``positions``, reading after each position, with a
-    slot taken on each partition (``TooManyStreams`` when one has none free). The
-    caller releases the slots when the stream ends."""
-    slots = claim_slots(zookeeper, timeline.event_type, sorted(positions),
+    """A stream of the partitions in ``positions``, reading after each position through
+    every timeline (``current`` gives the newest ones), with a slot taken on each
+    partition (``TooManyStreams`` when one has none free). The caller releases the
+    slots when the stream ends."""
+    slots = claim_slots(zookeeper, timelines.event_type, sorted(positions),
                         max_streams_per_partition)
     try:
-        reader = engine.reader(timeline.topic, positions)
+        reader = TimelinesReader(engine_for, timelines, current, positions)
     except BaseException:
         slots.release()
         raise
-    return EventStream(reader, timeline, positions, limits, connection, still_exists), slots
+    return EventStream(reader, timelines, positions, limits, connection, still_exists,
+                       current=current), slots

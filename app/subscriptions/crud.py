@@ -23,7 +23,7 @@ from app.coordination.subscription_state import SubscriptionState
 from app.coordination.zookeeper import ZooKeeperUnavailable
 from app.cursors import BEGIN, CursorInvalid, is_partition, resolve
 from app.domain.subscription import InitialCursor, ReadFrom, Subscription
-from app.domain.timeline import Timeline
+from app.domain.timeline import Timelines
 from app.repository import subscriptions as repository
 from app.services import services
 from app.subscriptions.body import (
@@ -62,8 +62,8 @@ def _required(parsed: SubscriptionBody) -> tuple[str, tuple[str, ...]]:
     return parsed.owning_application, parsed.event_types
 
 
-def _timelines(event_types: Sequence[str]) -> dict[str, Timeline]:
-    """The active timeline of every event type; a 422 naming those that do not exist,
+def _timelines(event_types: Sequence[str]) -> dict[str, Timelines]:
+    """The timelines of every event type; a 422 naming those that do not exist,
     or when together they have more partitions than a subscription may read."""
     most = services().settings.max_subscription_partitions
     # Every event type has a partition at least: too many names fail before any lookup.
@@ -92,7 +92,7 @@ def _missing_detail(names: Sequence[str]) -> str:
         "does not exist" if len(names) == 1 else "do not exist")
 
 
-def _checked_cursors(cursors: Sequence[InitialCursor], timelines: Mapping[str, Timeline]
+def _checked_cursors(cursors: Sequence[InitialCursor], timelines: Mapping[str, Timelines]
                      ) -> None:
     """The cursors name every partition of the event types once, at an offset that is
     available now (or ``begin``); otherwise a 422 naming the cursor at fault."""

@@ -12,11 +12,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.cursors import CursorInvalid, engine_offset, partition_number, resolve
-from app.domain.timeline import Timeline
+from app.cursors import CursorInvalid, partition_number, position_of, resolve
+from app.domain.timeline import Timelines
 from app.domain.topology import PartitionKey
 from app.storage.engine import PartitionBounds
-from app.storage.offsets import encode_offset
 from app.subscriptions.partitions import SubscriptionPartitions
 
 Bounds = Mapping[str, Mapping[int, PartitionBounds]]
@@ -55,20 +54,19 @@ def cursor_items(body: Any) -> list:
 
 
 def checked_commit(cursor: Any, partitions: SubscriptionPartitions,
-                   newest_of: Callable[[Timeline, int, int], int]) -> CheckedCursor:
+                   newest_of: Callable[[Timelines, int, int], int]) -> CheckedCursor:
     """A cursor to commit: one the subscription could have sent (not past the
     partition's newest event; an expired one is still accepted). ``newest_of`` gives a
-    partition's newest offset, or any offset at least as far as the one asked about."""
+    partition's newest position, or any position at least as far as the one asked about."""
     event_type, partition, offset = _shape(cursor, with_token=True)
     timeline = _timeline(event_type, partitions, cursor)
     number = partition_number(partition, timeline, cursor)
-    position = engine_offset(offset, timeline, cursor)
+    position = position_of(offset, number, timeline, cursor)
     newest = newest_of(timeline, number, position)
     if position > newest:
         raise CursorInvalid(f"{_describe(cursor)}: the offset is past the newest event of the "
-                            f"partition, {encode_offset(timeline.order, newest)}")
-    return CheckedCursor((event_type, str(number)), encode_offset(timeline.order, position),
-                         cursor)
+                            f"partition, {timeline.encode(number, newest)}")
+    return CheckedCursor((event_type, str(number)), timeline.encode(number, position), cursor)
 
 
 def checked_reset(cursor: Any, partitions: SubscriptionPartitions, bounds: Bounds
@@ -78,13 +76,12 @@ def checked_reset(cursor: Any, partitions: SubscriptionPartitions, bounds: Bound
     timeline = _timeline(event_type, partitions, cursor)
     position = resolve(cursor, timeline, bounds[event_type])
     return CheckedCursor((event_type, str(position.partition)),
-                         encode_offset(timeline.order, position.offset), cursor)
+                         timeline.encode(position.partition, position.offset), cursor)
 
 
 def _timeline(event_type: str, partitions: SubscriptionPartitions, cursor: Mapping[str, Any]
-              ) -> Timeline:
-    timeline = partitions.timelines.get(event_type)
-    if timeline is None:
+              ) -> Timelines:
+    if event_type not in partitions.timelines:
         raise CursorInvalid(f"{_describe(cursor)}: event type {event_type!r} is not part of "
                             f"this subscription ({', '.join(sorted(partitions.timelines))})")
-    return timeline
+    return partitions.timelines[event_type]

@@ -1,6 +1,8 @@
-"""The newest offset this process knows to exist in each partition of each timeline.
+"""The newest position this process knows to exist in each partition of each event
+type, keyed by the event type's first timeline (positions run through all its
+timelines; a re-created event type has another first timeline).
 
-Offsets only grow, so a commit of an offset at or before one known here is
+Positions only grow, so a commit of an offset at or before one known here is
 not past the partition's newest event, and needs no question to the storage.
 The streams of this process teach it what they read; the storage's answer
 teaches it the rest.

@@ -1,21 +1,25 @@
 """The partitions a subscription reads, and where reading starts in each.
 
 A subscription's partition is a ``PartitionKey``: (event type, partition
-name). Committed offsets are the client offset strings of the partition's
-timeline; reading resumes after the committed offset.
+name). Committed offsets are client offset strings, of any timeline of the
+event type; reading resumes after the committed offset. Positions are those of
+``app.domain.timeline``, counted through all timelines.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from app.dependencies import DependencyUnavailable
 from app.domain.event_type import EventType
 from app.domain.subscription import Subscription
-from app.domain.timeline import Timeline
+from app.domain.timeline import OffsetUnknown, Timelines
 from app.domain.topology import PartitionKey, key_order
-from app.storage.engine import PartitionBounds, StorageEngine
-from app.storage.offsets import InvalidOffset, decode_offset, encode_offset
+from app.storage.across_timelines import EngineFor, timelines_bounds
+from app.storage.engine import PartitionBounds
+
+Lookup = Callable[[str], tuple[EventType, Timelines] | None]
 
 
 class EventTypeGone(Exception):
@@ -24,9 +28,22 @@ class EventTypeGone(Exception):
 
 @dataclass(frozen=True)
 class SubscriptionPartitions:
-    """The active timeline of each event type of a subscription."""
+    """The timelines of each event type of a subscription, as they were when it was
+    looked up; ``lookup`` (the event type cache) gives newer ones after a switch."""
 
-    timelines: Mapping[str, Timeline]
+    timelines: Mapping[str, Timelines]
+    lookup: Lookup | None = field(default=None, compare=False)
+
+    def current(self, event_type: str) -> Timelines:
+        """The newest known timelines of one of the event types."""
+        if self.lookup is not None:
+            try:
+                found = self.lookup(event_type)
+            except DependencyUnavailable:
+                found = None
+            if found is not None:
+                return found[1]
+        return self.timelines[event_type]
 
     def partition_keys(self) -> list[PartitionKey]:
         return sorted(((name, str(p)) for name, timeline in self.timelines.items()
@@ -40,20 +57,18 @@ class SubscriptionPartitions:
         return timeline is not None and isinstance(partition, str) and partition.isdigit() \
             and str(int(partition)) == partition and int(partition) < timeline.partitions
 
-    def client_offset(self, key: PartitionKey, offset: int) -> str:
-        return encode_offset(self.timelines[key[0]].order, offset)
+    def client_offset(self, key: PartitionKey, position: int) -> str:
+        return self.current(key[0]).encode(int(key[1]), position)
 
-    def engine_offset(self, key: PartitionKey, committed: str) -> int:
-        """The engine offset after which the partition is read, from a stored offset."""
+    def position(self, key: PartitionKey, committed: str) -> int:
+        """The position after which the partition is read, from a stored offset."""
         try:
-            _, offset = decode_offset(committed)
-        except InvalidOffset:
+            return self.current(key[0]).decode(int(key[1]), committed)
+        except OffsetUnknown:
             return -1
-        return offset
 
 
-def subscription_partitions(subscription: Subscription,
-                            lookup: Callable[[str], tuple[EventType, Timeline] | None]
+def subscription_partitions(subscription: Subscription, lookup: Lookup
                             ) -> SubscriptionPartitions:
     """The timelines of the subscription's event types, looked up with ``lookup``
     (the event type cache); ``EventTypeGone`` when one was deleted."""
@@ -63,7 +78,7 @@ def subscription_partitions(subscription: Subscription,
         if found is None:
             raise EventTypeGone(name)
         timelines[name] = found[1]
-    return SubscriptionPartitions(timelines)
+    return SubscriptionPartitions(timelines, lookup)
 
 
 def starting_offsets(subscription: Subscription, partitions: SubscriptionPartitions,
@@ -83,15 +98,14 @@ def starting_offsets(subscription: Subscription, partitions: SubscriptionPartiti
         elif subscription.read_from == "cursors" and key in initial:
             cursor = initial[key]
             position = available.oldest - 1 if cursor.lower() == "begin" else \
-                max(partitions.engine_offset(key, cursor), available.oldest - 1)
+                max(partitions.position(key, cursor), available.oldest - 1)
         offsets[key] = partitions.client_offset(key, position)
     return offsets
 
 
-def partition_bounds(partitions: SubscriptionPartitions,
-                     engine_for: Callable[[str], StorageEngine]
+def partition_bounds(partitions: SubscriptionPartitions, engine_for: EngineFor
                      ) -> dict[str, dict[int, PartitionBounds]]:
     """The available range of every partition, by event type (``StorageError`` when a
     storage does not answer)."""
-    return {name: {b.partition: b for b in engine_for(t.storage_id).bounds(t.topic)}
-            for name, t in partitions.timelines.items()}
+    return {name: {b.partition: b for b in timelines_bounds(engine_for, partitions.current(name))}
+            for name in partitions.timelines}

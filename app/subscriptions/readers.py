@@ -19,7 +19,8 @@ import gevent
 import gevent.event
 
 from app.domain.topology import PartitionKey
-from app.storage.engine import StorageEngine, StorageError, StoredEvent, StreamReader
+from app.storage.across_timelines import TimelinesReader
+from app.storage.engine import StorageEngine, StorageError, StoredEvent
 from app.subscriptions.partitions import SubscriptionPartitions
 
 POLL_WAIT_S = 1.0
@@ -66,7 +67,7 @@ class Inbox:
 class _Pump:
     """One event type's reader and the greenlet polling it."""
 
-    def __init__(self, reader: StreamReader, partitions: frozenset[int]) -> None:
+    def __init__(self, reader: TimelinesReader, partitions: frozenset[int]) -> None:
         self.reader = reader
         self.partitions = partitions
         self.stopped = False
@@ -122,8 +123,9 @@ class PartitionReaders:
         self.inbox.clear()
 
     def _start(self, event_type: str, positions: dict[int, int]) -> None:
-        timeline = self._partitions.timelines[event_type]
-        reader = self._engine_for(timeline.storage_id).reader(timeline.topic, positions)
+        partitions = self._partitions
+        reader = TimelinesReader(self._engine_for, partitions.current(event_type),
+                                 lambda: partitions.current(event_type), positions)
         pump = self._pumps[event_type] = _Pump(reader, frozenset(positions))
         pump.greenlet = gevent.spawn(self._pump, event_type, pump)
 
@@ -137,7 +139,8 @@ class PartitionReaders:
                 room = self._wanted - len(self.inbox)
                 if room <= 0:
                     self._demand.clear()
-                    self._demand.wait()
+                    if not self._demand.wait(POLL_WAIT_S):
+                        pump.reader.follow()  # paused: still leave cleaned-up timelines
                     continue
                 events = pump.reader.poll(min(room, MAX_POLL_EVENTS), POLL_WAIT_S)
                 if events and not pump.stopped:

@@ -4,7 +4,6 @@ and how far behind the committed offset is."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,7 +12,8 @@ import orjson
 from app.coordination.subscription_state import SubscriptionGone, SubscriptionState
 from app.domain.subscription import Subscription
 from app.domain.topology import PartitionAssignment, PartitionKey, Session, Topology
-from app.storage.engine import StorageEngine, StorageError
+from app.storage.across_timelines import EngineFor, read_after
+from app.storage.engine import StorageError
 from app.subscriptions.cursors import Bounds
 from app.subscriptions.partitions import SubscriptionPartitions
 
@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 def subscription_stats(subscription: Subscription, partitions: SubscriptionPartitions,
                        state: SubscriptionState, bounds: Bounds,
-                       engine_for: Callable[[str], StorageEngine], show_time_lag: bool
+                       engine_for: EngineFor, show_time_lag: bool
                        ) -> list[dict[str, Any]]:
     """``SubscriptionEventTypeStats`` items, event types in the subscription's order."""
     sessions, topology = _assignments(state)
@@ -35,7 +35,7 @@ def subscription_stats(subscription: Subscription, partitions: SubscriptionParti
             entry = _assignment(key, topology.get(key), sessions)
             if initialized:
                 committed = state.committed(key)
-                position = partitions.engine_offset(key, committed) if committed else -1
+                position = partitions.position(key, committed) if committed else -1
                 newest = bounds[event_type][partition].newest
                 entry["unconsumed_events"] = max(0, newest - position)
                 if show_time_lag:
@@ -78,15 +78,14 @@ def _assignment(key: PartitionKey, assignment: PartitionAssignment | None,
     return entry
 
 
-def _lag_seconds(partitions: SubscriptionPartitions, engine_for: Callable[[str], StorageEngine],
+def _lag_seconds(partitions: SubscriptionPartitions, engine_for: EngineFor,
                  key: PartitionKey, position: int, newest: int) -> int | None:
     """Age of the oldest unconsumed event (0 when none is), from its ``received_at``;
     None when it cannot be told (event without metadata, storage failing)."""
     if position >= newest:
         return 0
-    timeline = partitions.timelines[key[0]]
     try:
-        events = engine_for(timeline.storage_id).read(timeline.topic, int(key[1]), position, 1)
+        events = read_after(engine_for, partitions.current(key[0]), int(key[1]), position, 1)
     except StorageError as error:
         log.warning("reading the oldest unconsumed event of %s failed: %s", key, error)
         return None

@@ -68,7 +68,7 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class _Held:
-    """A partition this stream streams: positions are engine offsets."""
+    """A partition this stream streams, in positions (through all timelines)."""
 
     committed: int
     sent: int
@@ -300,7 +300,7 @@ class SubscriptionStream:
                 changed = True
         new = sorted(streaming - set(self._held), key=key_order)
         for key, committed in self._state.committed_many(new, self._commit_seen).items():
-            position = self._engine_position(key, committed)
+            position = self._position(key, committed)
             self._held[key] = _Held(position, position, position)
             self._batcher.add(key)
             changed = True
@@ -313,8 +313,8 @@ class SubscriptionStream:
         if held.releasing_since is None:
             self._batcher.remove(key)
 
-    def _engine_position(self, key: PartitionKey, committed: str | None) -> int:
-        return self._partitions.engine_offset(key, committed) if committed else -1
+    def _position(self, key: PartitionKey, committed: str | None) -> int:
+        return self._partitions.position(key, committed) if committed else -1
 
     def _apply_commits(self) -> None:
         """Take in the committed offsets read since the last turn."""
@@ -322,7 +322,7 @@ class SubscriptionStream:
         for key, committed in read.items():
             if isinstance(committed, Exception):
                 raise committed
-            self._update_committed(key, self._engine_position(key, committed))
+            self._update_committed(key, self._position(key, committed))
 
     def _update_committed(self, key: PartitionKey, position: int) -> None:
         held = self._held.get(key)
@@ -355,7 +355,7 @@ class SubscriptionStream:
                         held.read = event.offset
                         payloads.append(event.payload)
                 self._batcher.take(key, payloads)
-                known_offsets.learn(self._partitions.timelines[event_type].id, partition,
+                known_offsets.learn(self._partitions.timelines[event_type].items[0].id, partition,
                                     held.read)
 
     def _uncommitted(self) -> int:

@@ -9,7 +9,7 @@ import uuid
 import pytest
 import requests
 
-from app.repository.event_types import event_type_with_timeline
+from app.repository.event_types import event_type_with_timelines
 from app.storage.engine import PartitionBounds
 from tests.api.conftest import assert_problem
 from tests.conftest import topic_listed
@@ -62,7 +62,7 @@ def test_created_event_type_has_every_default_and_a_topic(base_url, created, poo
     assert body["schema"]["schema"] == created["schema"]["schema"]
     assert body["schema"]["created_at"].endswith("Z")
     assert body["created_at"] == body["updated_at"]
-    timeline = event_type_with_timeline(pool, created["name"])[1]
+    timeline = event_type_with_timelines(pool, created["name"])[1].active
     assert timeline.storage_id == default_storage
     engine = engine_for(pool, default_storage)
     try:
@@ -93,7 +93,7 @@ def test_partition_count_follows_default_statistic(base_url, pool, default_stora
         "read_parallelism": 2, "write_parallelism": 4})
     assert requests.post(base_url + "/event-types", json=body).status_code == 201
     try:
-        timeline = event_type_with_timeline(pool, body["name"])[1]
+        timeline = event_type_with_timelines(pool, body["name"])[1].active
         assert timeline.partitions == 4
         engine = engine_for(pool, default_storage)
         try:
@@ -107,7 +107,7 @@ def test_partition_count_follows_default_statistic(base_url, pool, default_stora
 def test_delete_removes_event_type_schemas_and_topic(base_url, pool, default_storage):
     body = business_event_type()
     assert requests.post(base_url + "/event-types", json=body).status_code == 201
-    topic = event_type_with_timeline(pool, body["name"])[1].topic
+    topic = event_type_with_timelines(pool, body["name"])[1].active.topic
     assert requests.delete(f"{base_url}/event-types/{body['name']}").status_code == 200
     assert_problem(requests.get(f"{base_url}/event-types/{body['name']}"), 404)
     assert_problem(requests.get(f"{base_url}/event-types/{body['name']}/schemas"), 404)

@@ -9,7 +9,7 @@ import pytest
 import requests
 
 from app.publishing.batch import MAX_EVENT_BYTES
-from app.repository.event_types import event_type_with_timeline
+from app.repository.event_types import event_type_with_timelines
 from tests.api.conftest import assert_problem
 from tests.helpers.broker import business_event, new_event_type, post
 from tests.helpers.storage import all_stored, stored
@@ -210,7 +210,7 @@ def test_event_size_limit_is_999000_bytes_as_sent(base_url, pool, event_types):
 @pytest.mark.parametrize("default_storage", ["postgres"], indirect=True)
 def test_storage_failure_is_a_207_with_failed_items(base_url, pool, event_types):
     name = event_types()
-    topic = event_type_with_timeline(pool, name)[1].topic
+    topic = event_type_with_timelines(pool, name)[1].active.topic
     topic_id = pool.fetch_all("SELECT id FROM log_topics WHERE name = %s", (topic,))[0][0]
     pool.execute(
         "CREATE FUNCTION refuse_append() RETURNS trigger LANGUAGE plpgsql AS"

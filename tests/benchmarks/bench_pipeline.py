@@ -30,7 +30,7 @@ import requests
 
 from app.config import Settings
 from app.repository.database import ConnectionPool, make_green
-from app.repository.event_types import event_type_with_timeline
+from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
 from app.storage.engines import build_engine
 from tests.benchmarks.bench_publish import ORDER_SCHEMA, order_event
@@ -56,7 +56,7 @@ def prepublish(settings: Settings, name: str, storage_id: str, count: int,
     partitions, and the same events as a JSON Lines file."""
     make_green()
     pool = ConnectionPool(settings.database_url, 4)
-    _, timeline = event_type_with_timeline(pool, name)
+    timeline = event_type_with_timelines(pool, name)[1].active
     engine = build_engine(get_storage(pool, storage_id), pool)
     try:
         with jsonl.open("wb") as file:

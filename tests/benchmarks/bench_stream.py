@@ -28,7 +28,7 @@ import requests
 
 from app.config import Settings
 from app.repository.database import ConnectionPool, make_green
-from app.repository.event_types import event_type_with_timeline
+from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
 from app.storage.engines import build_engine
 from tests.benchmarks.bench_publish import create_event_type, order_event
@@ -39,7 +39,7 @@ def prepublish(settings: Settings, name: str, storage_id: str, count: int) -> in
     """Append ``count`` events straight to the event type's topic; returns their bytes."""
     make_green()
     pool = ConnectionPool(settings.database_url, 4)
-    _, timeline = event_type_with_timeline(pool, name)
+    timeline = event_type_with_timelines(pool, name)[1].active
     engine = build_engine(get_storage(pool, storage_id), pool)
     payloads = [orjson.dumps(order_event(n)) for n in range(1000)]
     try:

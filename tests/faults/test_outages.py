@@ -17,7 +17,6 @@ import os
 import signal
 import time
 
-import pytest
 import requests
 
 from tests.faults.conftest import FaultStack, worker_pids
@@ -30,6 +29,7 @@ from tests.helpers.load import (
     new_fault_event_type,
     read_everything,
 )
+from tests.helpers.timelines import move_to
 from tests.helpers.waiting import wait_until
 
 PARTITIONS = 4
@@ -166,15 +166,9 @@ def test_gunicorn_worker_killed(faults: FaultStack):
                                 read_everything(faults.url, name, PARTITIONS))
 
 
-@pytest.fixture
-def kafka_default(faults: FaultStack):
-    faults.sql("UPDATE storages SET is_default = (id = 'kafka')")
-    yield
-    faults.sql("UPDATE storages SET is_default = (id = 'postgres')")
-
-
-def test_kafka_broker_stopped(faults: FaultStack, kafka_default):
+def test_kafka_broker_stopped(faults: FaultStack):
     name = new_fault_event_type(faults.url, PARTITIONS)
+    move_to(faults.url, name, "kafka")
     publisher, streamer = _load(faults, name)
     try:
         killed = time.monotonic()
@@ -193,6 +187,7 @@ def test_kafka_broker_stopped(faults: FaultStack, kafka_default):
         # Tansu lost its topics: publishing recovers for an event type made now.
         wait_until(lambda: _health(faults).status_code == 200, 30, what="health")
         fresh = new_fault_event_type(faults.url, PARTITIONS)
+        move_to(faults.url, fresh, "kafka")
         after = Publisher(faults.url, fresh)
         after.start()
         wait_until(lambda: after.ok_since(up), 30, what="publishing again")

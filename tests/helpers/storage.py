@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from app.repository.event_types import event_type_with_timeline
+from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
 from app.storage.engine import BEFORE_FIRST, StorageEngine
 from app.storage.engines import build_engine
@@ -24,7 +24,7 @@ def off(engine_offset: int) -> str:
 
 def stored(pool, name: str) -> dict[int, list[dict]]:
     """Every stored event of the event type, by partition, in offset order."""
-    timeline = event_type_with_timeline(pool, name)[1]
+    timeline = event_type_with_timelines(pool, name)[1].active
     engine = engine_for(pool, timeline.storage_id)
     try:
         return {p.partition: [json.loads(e.payload) for e in
@@ -43,4 +43,4 @@ def expire(pool, name: str, partition: int, below: int) -> None:
     pool.execute(
         "DELETE FROM log_events WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)"
         " AND partition = %s AND event_offset < %s",
-        (event_type_with_timeline(pool, name)[1].topic, partition, below))
+        (event_type_with_timelines(pool, name)[1].active.topic, partition, below))

@@ -22,9 +22,10 @@ def test_cache_serves_event_type_with_timeline_and_follows_changes(pool, stored)
     cache = EventTypeCache(pool)
     other_worker = EventTypeCache(pool)
     try:
-        event_type, timeline = cache.get(stored.name)
+        event_type, timelines = cache.get(stored.name)
         other_worker.get(stored.name)
         assert event_type == stored
+        timeline = timelines.active
         assert (timeline.order, timeline.storage_id, timeline.partitions) == (1, "postgres", 2)
         assert cache.get(stored.name)[0] is event_type, "second read comes from memory"
 

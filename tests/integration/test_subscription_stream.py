@@ -14,7 +14,7 @@ import pytest
 from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.subscription import Subscription
-from app.domain.timeline import Timeline
+from app.domain.timeline import Timeline, Timelines
 from app.streaming.limits import StreamLimits
 from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
 from app.subscriptions.stream import SubscriptionStream
@@ -75,7 +75,7 @@ def close_all(*clients: Client | None) -> None:
 
 
 def open_stream(zookeeper, engine, subscription, timeline, **params) -> Client:
-    partitions = SubscriptionPartitions({EVENT_TYPE: timeline})
+    partitions = SubscriptionPartitions({EVENT_TYPE: Timelines((timeline,))})
     limits = StreamLimits(**{k: params.pop(k) for k in list(params)
                              if k in StreamLimits.__dataclass_fields__})
     stream = SubscriptionStream(subscription, partitions,

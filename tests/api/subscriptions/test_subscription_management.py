@@ -9,7 +9,7 @@ import requests
 from kazoo.client import KazooClient
 
 from app.coordination.subscription_nodes import subscription_path
-from app.repository.event_types import event_type_with_timeline
+from app.repository.event_types import event_type_with_timelines
 from tests.api.conftest import assert_problem
 from tests.api.subscriptions.conftest import AUTHORIZATION, owner
 
@@ -189,6 +189,6 @@ def test_an_event_type_read_by_subscriptions_cannot_be_deleted(
                                      "event_types": [name]}).json()["id"]
     detail = assert_problem(requests.delete(f"{base_url}/event-types/{name}"), 422)["detail"]
     assert subscription_id in detail
-    assert event_type_with_timeline(pool, name) is not None
+    assert event_type_with_timelines(pool, name) is not None
     assert requests.delete(f"{base_url}/subscriptions/{subscription_id}").status_code == 204
     assert requests.delete(f"{base_url}/event-types/{name}").status_code == 200

@@ -1,0 +1,82 @@
+"""Timeline switches and the clean-up of closed timelines, in the ``timelines`` table."""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from datetime import datetime
+
+from app.domain.timeline import Timeline
+from app.repository.database import ConnectionPool
+from app.repository.event_types import NOTIFY_CHANGE, TIMELINE_COLUMNS, timeline_from_row
+
+
+class TimelineConflict(Exception):
+    """The event type changed under the switch (deleted, or switched by someone else)."""
+
+
+@dataclass(frozen=True)
+class TimelineRecord:
+    """A timeline with the times the API shows."""
+
+    timeline: Timeline
+    created_at: datetime
+    switched_at: datetime | None
+    cleaned_up_at: datetime | None
+
+
+def list_timelines(pool: ConnectionPool, name: str) -> list[TimelineRecord]:
+    """Every timeline of an event type, oldest first."""
+    rows = pool.fetch_all(
+        f"SELECT {TIMELINE_COLUMNS}, created_at, switched_at, cleaned_up_at FROM timelines"
+        " WHERE event_type = %s ORDER BY timeline_order", (name,))
+    return [TimelineRecord(timeline_from_row(row[:8]), *row[8:]) for row in rows]
+
+
+def switch_timeline(pool: ConnectionPool, closing: Timeline, last_offsets: tuple[int, ...],
+                    storage_id: str, topic: str) -> Timeline:
+    """Close the active timeline at ``last_offsets`` and open the next one, in one
+    transaction that tells every process (NOTIFY)."""
+    opened = Timeline(str(uuid.uuid4()), closing.event_type, closing.order + 1, storage_id,
+                      topic, closing.partitions)
+    with pool.transaction() as cursor:
+        cursor.execute("SELECT 1 FROM event_types WHERE name = %s FOR UPDATE",
+                       (closing.event_type,))
+        if cursor.fetchone() is None:
+            raise TimelineConflict(f"EventType '{closing.event_type}' was deleted meanwhile.")
+        cursor.execute("UPDATE timelines SET last_offsets = %s WHERE id = %s"
+                       " AND last_offsets IS NULL", (list(last_offsets), closing.id))
+        if cursor.rowcount != 1:
+            raise TimelineConflict(f"the timeline of '{closing.event_type}' was switched by "
+                                   "another request meanwhile")
+        cursor.execute(
+            "INSERT INTO timelines (id, event_type, timeline_order, storage_id, topic,"
+            " partitions, switched_at) VALUES (%s, %s, %s, %s, %s, %s, now())",
+            (opened.id, opened.event_type, opened.order, storage_id, topic, opened.partitions))
+        cursor.execute(NOTIFY_CHANGE, (closing.event_type,))
+    return opened
+
+
+def clean_up_expired(pool: ConnectionPool, removal_delay_s: float) -> int:
+    """Mark the closed timelines whose retention ended (the event type's retention
+    time since the switch that closed them) as cleaned up, and schedule the removal
+    of their topics ``removal_delay_s`` later; every process hears of it (NOTIFY)
+    and stops reading them first. Returns how many timelines."""
+    with pool.transaction() as cursor:
+        cursor.execute(
+            "WITH expired AS ("
+            " UPDATE timelines t SET cleaned_up_at = now()"
+            " FROM timelines n, event_types e"
+            " WHERE n.event_type = t.event_type AND n.timeline_order = t.timeline_order + 1"
+            " AND e.name = t.event_type AND t.last_offsets IS NOT NULL"
+            " AND t.cleaned_up_at IS NULL AND n.switched_at + make_interval(secs =>"
+            " (e.document->'options'->>'retention_time')::bigint / 1000.0) <= now()"
+            " RETURNING t.storage_id, t.topic, t.event_type),"
+            " scheduled AS (INSERT INTO topic_deletions (storage_id, topic, due_at)"
+            " SELECT storage_id, topic, now() + make_interval(secs => %s) FROM expired"
+            " ON CONFLICT DO NOTHING)"
+            " SELECT event_type FROM expired", (removal_delay_s,))
+        names = [name for (name,) in cursor.fetchall()]
+        for name in set(names):
+            cursor.execute(NOTIFY_CHANGE, (name,))
+    return len(names)

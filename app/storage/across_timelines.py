@@ -1,0 +1,172 @@
+"""An event type's partitions read through all its timelines, in positions
+(``app.domain.timeline``): the available range, single reads, and a stream
+reader that reads each closed timeline to its end and goes on in the next.
+
+Nothing here opens a reader on the topic of a cleaned-up timeline: its topic is
+being removed, and librdkafka crashes a process that fetches from a topic as it
+is deleted (README, known issues).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from app.domain.timeline import Timelines
+from app.storage.engine import PartitionBounds, StorageEngine, StoredEvent, StreamReader
+
+EngineFor = Callable[[str], StorageEngine]
+
+CLOSED_POLL_S = 0.5
+"""Longest wait for events of a closed timeline: they are all there already."""
+
+
+def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[PartitionBounds]:
+    """The oldest and newest available position of every partition, over all timelines.
+    An empty partition has ``newest == oldest - 1``, as for one topic."""
+    active_index = len(timelines.items) - 1
+    active = timelines.active
+    newest: dict[int, int] = {}
+    for available in engine_for(active.storage_id).bounds(active.topic):
+        newest[available.partition] = (timelines.start_of(active_index, available.partition)
+                                       + available.newest)
+    oldest: dict[int, int] = {}
+    for index, timeline in enumerate(timelines.items):
+        pending = [p for p in range(timelines.partitions) if p not in oldest]
+        if timeline.cleaned_up or not pending:
+            continue
+        last = timeline.last_offsets
+        if last is not None and all(last[p] < 0 for p in pending):
+            continue  # nothing was ever stored in them: no need to ask the storage
+        for available in engine_for(timeline.storage_id).bounds(timeline.topic):
+            p = available.partition
+            end = available.newest if last is None else min(available.newest, last[p])
+            if p in pending and available.oldest <= end:
+                oldest[p] = timelines.start_of(index, p) + available.oldest
+    return [PartitionBounds(p, oldest.get(p, newest[p] + 1), newest[p])
+            for p in range(timelines.partitions)]
+
+
+def read_after(engine_for: EngineFor, timelines: Timelines, partition: int, after: int,
+               limit: int) -> list[StoredEvent]:
+    """Up to ``limit`` events after a position, from the timeline that holds the next one."""
+    index, engine_after = timelines.locate(partition, after)
+    timeline = timelines.items[index]
+    if timeline.cleaned_up:
+        return []
+    start = timelines.start_of(index, partition)
+    end = timelines.end_of(index, partition)
+    events = engine_for(timeline.storage_id).read(timeline.topic, partition, engine_after, limit)
+    return [StoredEvent(partition, start + e.offset, e.payload) for e in events
+            if end is None or start + e.offset <= end]
+
+
+class TimelinesReader:
+    """A ``StreamReader`` in positions over all timelines of an event type.
+
+    ``current`` gives the newest known timelines (the event type cache); the
+    reader looks at it on every poll, so a switch is followed within a poll."""
+
+    def __init__(self, engine_for: EngineFor, timelines: Timelines,
+                 current: Callable[[], Timelines | None], positions: Mapping[int, int]) -> None:
+        self._engine_for = engine_for
+        self._timelines = timelines
+        self._current = current
+        self._positions = dict(positions)
+        self._placed: dict[int, int] = {}  # partition -> index of the timeline read
+        self._readers: dict[int, StreamReader] = {}  # index of the timeline -> its reader
+        self._place()
+
+    def follow(self) -> None:
+        """Take up newer timelines: partitions at the end of a closed one move on, and
+        the readers of cleaned-up ones close. ``poll`` does it first; a caller that
+        stops polling for a while calls it now and then."""
+        newer = self._current()
+        if newer is not None and newer is not self._timelines and newer != self._timelines:
+            self._timelines = newer
+            self._place()
+
+    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
+        self.follow()
+        active_index = len(self._timelines.items) - 1
+        closed = sorted(index for index in self._readers if index != active_index)
+        if closed:
+            index = closed[0]
+            events = self._readers[index].poll(max_events, min(timeout, CLOSED_POLL_S))
+            taken = self._take(index, events)
+            if not events:
+                self._skip_missing(index)
+            return taken
+        if active_index in self._readers:
+            return self._take(active_index, self._readers[active_index].poll(max_events, timeout))
+        return []
+
+    def close(self) -> None:
+        readers, self._readers = self._readers, {}
+        for reader in readers.values():
+            reader.close()
+
+    def _take(self, index: int, events: list[StoredEvent]) -> list[StoredEvent]:
+        """The events as positions; partitions that reached the end of a closed
+        timeline move on to the next."""
+        timelines = self._timelines
+        taken, done = [], False
+        for event in events:
+            p = event.partition
+            position = timelines.start_of(index, p) + event.offset
+            end = timelines.end_of(index, p)
+            if self._placed.get(p) != index or (end is not None and position > end) \
+                    or position <= self._positions[p]:
+                continue
+            taken.append(StoredEvent(p, position, event.payload))
+            self._positions[p] = position
+            done = done or (end is not None and position >= end)
+        if done:
+            self._place()
+        return taken
+
+    def _skip_missing(self, index: int) -> None:
+        """Move on from a closed timeline whose remaining events are gone (retention)."""
+        timelines = self._timelines
+        timeline = timelines.items[index]
+        moved = False
+        for available in self._engine_for(timeline.storage_id).bounds(timeline.topic):
+            p = available.partition
+            end = timelines.end_of(index, p)
+            if self._placed.get(p) != index or end is None:
+                continue
+            start = timelines.start_of(index, p)
+            if min(available.newest, end - start) <= self._positions[p] - start \
+                    or available.oldest > end - start:
+                self._positions[p] = end
+                moved = True
+        if moved:
+            self._place()
+
+    def _place(self) -> None:
+        """Read each partition in the timeline that holds its next event, reopening
+        the readers whose partitions changed."""
+        timelines = self._timelines
+        placed: dict[int, int] = {}
+        for p, position in self._positions.items():
+            index, _ = timelines.locate(p, position)
+            while timelines.items[index].cleaned_up:  # its events are gone: skip them
+                end = timelines.end_of(index, p)
+                assert end is not None, "only closed timelines are cleaned up"
+                position = self._positions[p] = end
+                index, _ = timelines.locate(p, position)
+            placed[p] = index
+        before = self._placed
+        changed = {i for i in set(before.values()) | set(placed.values())
+                   if {p for p, at in before.items() if at == i}
+                   != {p for p, at in placed.items() if at == i}}
+        self._placed = placed
+        for index in changed:
+            reader = self._readers.pop(index, None)
+            if reader is not None:
+                reader.close()
+            positions = {p: timelines.locate(p, self._positions[p])[1]
+                         for p, at in placed.items() if at == index}
+            if positions:
+                timeline = timelines.items[index]
+                self._readers[index] = self._engine_for(timeline.storage_id).reader(
+                    timeline.topic, positions)
