@@ -8,15 +8,36 @@ stream I/O yields. On SIGTERM a worker stops accepting, and open streams get
 
 from __future__ import annotations
 
+import glob
 import os
+import shutil
 import sys
+import tempfile
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from gunicorn.arbiter import Arbiter
     from gunicorn.workers.base import Worker
 
-from app.gunicorn_errors import answer_refused_requests_as_problems
+
+def _fresh_metrics_dir() -> tuple[str, bool]:
+    """The folder where every worker keeps its metrics (prometheus_client's multiprocess
+    mode), emptied at each master start; created here unless PROMETHEUS_MULTIPROC_DIR
+    names one. It must be set before anything imports prometheus_client, so this runs
+    before the application is imported. Returns the folder and whether it is ours."""
+    configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    if not configured:
+        return tempfile.mkdtemp(prefix="nakadi-metrics-"), True
+    os.makedirs(configured, exist_ok=True)
+    for stale in glob.glob(os.path.join(configured, "*.db")):
+        os.remove(stale)
+    return configured, False
+
+
+metrics_dir, own_metrics_dir = _fresh_metrics_dir()
+os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
+
+from app.gunicorn_errors import answer_refused_requests_as_problems  # noqa: E402
 
 answer_refused_requests_as_problems()
 
@@ -49,6 +70,7 @@ def on_starting(server: Arbiter) -> None:
 
 def post_worker_init(worker: Worker) -> None:
     from app import lifecycle
+    from app.monitoring.ticker import start_process_figures
     from app.services import services_of
     from workers.retention import start_retention
     from workers.topic_deletions import start_sweeps
@@ -59,6 +81,7 @@ def post_worker_init(worker: Worker) -> None:
         raise RuntimeError("gunicorn must serve app.wsgi:app")
     start_retention(services)
     start_sweeps(services)
+    start_process_figures()
 
 
 def worker_exit(server: Arbiter, worker: Worker) -> None:
@@ -81,3 +104,16 @@ def post_request(worker: Worker, req: object, environ: object, resp: object) -> 
     import gevent
 
     gevent.sleep(0)
+
+
+def child_exit(server: Arbiter, worker: Worker) -> None:
+    """A dead worker's gauges (its open streams, memory...) stop counting; its
+    counters stay, as the instance's totals."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid, metrics_dir)
+
+
+def on_exit(server: Arbiter) -> None:
+    if own_metrics_dir:
+        shutil.rmtree(metrics_dir, ignore_errors=True)

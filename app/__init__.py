@@ -33,6 +33,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         event_types,
         events,
         health,
+        monitoring,
         partitions,
         registry,
         subscription_cursors,
@@ -44,7 +45,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     for module in (health, event_types, events, partitions, cursor_operations, registry,
                    subscriptions, subscription_events, subscription_cursors, subscription_stats,
-                   settings_api):
+                   settings_api, monitoring):
         app.register_blueprint(module.blueprint)
     app.after_request(_no_type_without_body)
     return app

@@ -47,6 +47,8 @@ class Settings:
     oauth2_write_scope: str = ""
     oauth2_admin_scope: str = ""
     admins: str = ""
+    # KPI events (app/monitoring/kpi.py): salt of the callers' hashed names.
+    kpi_salt: str = ""
 
     def __post_init__(self) -> None:
         # Malformed security lists stop the start, naming the variable.

@@ -7,6 +7,7 @@ from kazoo.client import KazooClient
 
 from app.config import Settings
 from app.coordination.zookeeper import ZooKeeper
+from app.monitoring.kpi import KpiPublisher
 from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
 from app.security.service import Security
@@ -21,6 +22,7 @@ class Services:
         self.engines = Engines(self.pool, settings.kafka_timeout_s)
         self.event_types = EventTypeCache(self.pool)
         self.security = Security(settings, self.pool)
+        self.kpis = KpiPublisher(self)
         self._zookeeper: ZooKeeper | None = None
 
     @property

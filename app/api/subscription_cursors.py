@@ -16,6 +16,7 @@ from app.api.lookups import (
 )
 from app.coordination.subscription_state import ResetInProgress, SubscriptionState
 from app.cursors import CursorInvalid
+from app.monitoring import recording
 from app.problems import Problem
 from app.security.guard import needs_scope, require_subscription, require_subscription_reader
 from app.security.policy import Operation
@@ -81,6 +82,7 @@ def commit_cursors(subscription_id: str) -> Response:
                          stream_id, cursors)
     except CommitRefused as refused:
         raise Problem(422, str(refused)) from None
+    recording.committed(subscription.id, sum(r.result == "committed" for r in results))
     if all(r.result == "committed" for r in results):
         return _no_content()
     return jsonify({"items": [r.response() for r in results]})

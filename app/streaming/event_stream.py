@@ -41,8 +41,10 @@ class EventStream:
     def __init__(self, reader: StreamReader, timeline: Timeline, positions: dict[int, int],
                  limits: StreamLimits, connection: socket.socket | None = None,
                  still_exists: Callable[[], bool] = lambda: True,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic,
+                 on_batch: Callable[[str, int, int], None] = lambda *_: None) -> None:
         self._reader = reader
+        self._on_batch = on_batch  # (event type, events, bytes) of each line sent
         self._still_exists = still_exists
         self._timeline = timeline
         self._connection = connection
@@ -54,7 +56,9 @@ class EventStream:
     def _line(self, partition: int, payloads: list[bytes]) -> bytes:
         self._positions[partition] += len(payloads)
         cursor = client_cursor(self._timeline, partition, self._positions[partition])
-        return batch_line(cursor, payloads)
+        line = batch_line(cursor, payloads)
+        self._on_batch(self._timeline.event_type, len(payloads), len(line))
+        return line
 
     def lines(self) -> Generator[bytes, None, None]:
         """The stream's lines, ending when a limit says so; closes the reader at the end."""
@@ -100,7 +104,9 @@ class EventStream:
 def open_event_stream(zookeeper: KazooClient, engine: StorageEngine, timeline: Timeline,
                       positions: dict[int, int], limits: StreamLimits,
                       max_streams_per_partition: int, connection: socket.socket | None,
-                      still_exists: Callable[[], bool]) -> tuple[EventStream, StreamSlots]:
+                      still_exists: Callable[[], bool],
+                      on_batch: Callable[[str, int, int], None] = lambda *_: None
+                      ) -> tuple[EventStream, StreamSlots]:
     """A stream of the partitions in ``positions``, reading after each position, with a
     slot taken on each partition (``TooManyStreams`` when one has none free). The
     caller releases the slots when the stream ends."""
@@ -111,4 +117,5 @@ def open_event_stream(zookeeper: KazooClient, engine: StorageEngine, timeline: T
     except BaseException:
         slots.release()
         raise
-    return EventStream(reader, timeline, positions, limits, connection, still_exists), slots
+    return EventStream(reader, timeline, positions, limits, connection, still_exists,
+                       on_batch=on_batch), slots
