@@ -10,6 +10,7 @@ from app.config import Settings
 from app.flow_id import install_flow_id
 from app.input_guard import install_input_guard
 from app.logs import configure_logging
+from app.monitoring import recording
 from app.problems import register_problem_handlers
 from app.repository.database import make_green
 from app.security.guard import install_authentication
@@ -23,6 +24,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
     app.extensions["nakadi"] = Services(settings)
+    recording.configure(settings.metrics_enabled)
     register_problem_handlers(app)
     install_flow_id(app, logging.getLogger("nakadi.access"))
     install_input_guard(app)

@@ -8,9 +8,8 @@ from __future__ import annotations
 import orjson
 from flask import Blueprint, Response
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
-from prometheus_client.metrics_core import Metric
 
-from app.monitoring.exposition import collect, dropwizard, prometheus_text
+from app.monitoring.exposition import collect, dropwizard, off_the_hub, prometheus_text
 from app.monitoring.ticker import refresh_process_figures
 from app.security.guard import needs_scope
 from app.security.policy import Operation
@@ -18,18 +17,17 @@ from app.security.policy import Operation
 blueprint = Blueprint("monitoring", __name__)
 
 
-def _families() -> list[Metric]:
-    refresh_process_figures()  # the answering worker's own figures are current
-    return collect()
-
-
 @blueprint.get("/metrics")
 @needs_scope(Operation.READ)
 def metrics() -> Response:
-    return Response(orjson.dumps(dropwizard(_families())), content_type="application/json")
+    refresh_process_figures()  # the answering worker's own figures are current
+    return Response(off_the_hub(lambda: orjson.dumps(dropwizard(collect()))),
+                    content_type="application/json")
 
 
 @blueprint.get("/metrics/prometheus")
 @needs_scope(Operation.READ)
 def prometheus() -> Response:
-    return Response(prometheus_text(_families()), content_type=CONTENT_TYPE_PLAIN_0_0_4)
+    refresh_process_figures()
+    return Response(off_the_hub(lambda: prometheus_text(collect())),
+                    content_type=CONTENT_TYPE_PLAIN_0_0_4)

@@ -12,6 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from prometheus_client.metrics import MetricWrapperBase
 from werkzeug.exceptions import HTTPException
 
 from app.dependencies import unavailable_from
@@ -28,19 +29,39 @@ log = logging.getLogger(__name__)
 KPI_STREAM_INTERVAL_S = 60.0
 """How often a long stream reports what it sent as a ``nakadi.data.streamed`` KPI."""
 
-# Label children, looked up once per event type rather than on every request.
-_publishing: dict[str, tuple[Any, Any, Any, Any]] = {}
+class _Nothing:
+    """Stands for a metric's child while metrics are off: counting costs nothing."""
+
+    def inc(self, amount: float = 1) -> None:
+        pass
+
+    def dec(self, amount: float = 1) -> None:
+        pass
+
+    def observe(self, amount: float) -> None:
+        pass
 
 
-def _publishing_children(event_type: str) -> tuple[Any, Any, Any, Any]:
-    children = _publishing.get(event_type)
-    if children is None:
-        children = _publishing[event_type] = (
-            figures.PUBLISHED_EVENTS.labels(event_type),
-            figures.PUBLISHED_BYTES.labels(event_type),
-            figures.PUBLISHING_SECONDS.labels(event_type),
-            figures.EVENTS_PER_BATCH.labels(event_type))
-    return children
+_NOTHING = _Nothing()
+_enabled = True
+# Label children, looked up once rather than on every request.
+_children: dict[tuple[str, tuple[str, ...]], Any] = {}
+
+
+def configure(enabled: bool) -> None:
+    """``NAKADI_METRICS_ENABLED``: with False, the request paths count nothing (KPI events
+    still follow their feature toggle)."""
+    global _enabled
+    _enabled = enabled
+    _children.clear()
+
+
+def _child(metric: MetricWrapperBase, *labels: str) -> Any:
+    key = (metric._name, labels)
+    child = _children.get(key)
+    if child is None:
+        child = _children[key] = metric.labels(*labels) if _enabled else _NOTHING
+    return child
 
 
 @dataclass
@@ -77,13 +98,12 @@ def publishing(event_type: str, kpis: KpiPublisher, subject: Subject | None
 def _record_publish(event_type: str, report: PublishReport, seconds: float, kpis: KpiPublisher,
                     subject: Subject | None) -> None:
     try:
-        events, traffic, timer, per_batch = _publishing_children(event_type)
-        timer.observe(seconds)
-        figures.PUBLISHING_RESPONSES.labels(event_type, str(report.status)).inc()
+        _child(figures.PUBLISHING_SECONDS, event_type).observe(seconds)
+        _child(figures.PUBLISHING_RESPONSES, event_type, str(report.status)).inc()
         if report.stored:
-            events.inc(report.stored)
-            traffic.inc(report.body_bytes)
-            per_batch.observe(report.stored)
+            _child(figures.PUBLISHED_EVENTS, event_type).inc(report.stored)
+            _child(figures.PUBLISHED_BYTES, event_type).inc(report.body_bytes)
+            _child(figures.EVENTS_PER_BATCH, event_type).observe(report.stored)
             kpis.batch_published(event_type, kpis.client(subject), report.stored,
                                  report.body_bytes, seconds)
     except Exception:  # counting must never fail the request it counts
@@ -93,7 +113,7 @@ def _record_publish(event_type: str, report: PublishReport, seconds: float, kpis
 def committed(subscription: str, cursors: int) -> None:
     """``cursors`` cursors of the subscription moved forward."""
     if cursors:
-        figures.COMMITTED_CURSORS.labels(subscription).inc(cursors)
+        _child(figures.COMMITTED_CURSORS, subscription).inc(cursors)
 
 
 class StreamMeter:
@@ -113,13 +133,13 @@ class StreamMeter:
         self._closed = False
         if subscription is None:
             assert event_type is not None
-            self._open = figures.OPEN_STREAMS.labels(event_type)
-            self._events = figures.STREAMED_EVENTS.labels(event_type)
-            self._bytes = figures.STREAMED_BYTES.labels(client.app, event_type)
+            self._open = _child(figures.OPEN_STREAMS, event_type)
+            self._events = _child(figures.STREAMED_EVENTS, event_type)
+            self._bytes = _child(figures.STREAMED_BYTES, client.app, event_type)
         else:
-            self._open = figures.OPEN_SUBSCRIPTION_STREAMS.labels(subscription)
-            self._events = figures.SUBSCRIPTION_EVENTS.labels(subscription)
-            self._bytes = figures.SUBSCRIPTION_BYTES.labels(client.app, subscription)
+            self._open = _child(figures.OPEN_SUBSCRIPTION_STREAMS, subscription)
+            self._events = _child(figures.SUBSCRIPTION_EVENTS, subscription)
+            self._bytes = _child(figures.SUBSCRIPTION_BYTES, client.app, subscription)
         self._open.inc()
 
     def batch(self, event_type: str, events: int, sent_bytes: int) -> None:

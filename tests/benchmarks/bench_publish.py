@@ -1,7 +1,7 @@
 """Publishing throughput and latency over HTTP against a real gunicorn (gevent workers).
 
     python -m tests.benchmarks.bench_publish [--seconds 10] [--engines postgres,kafka]
-        [--batches 1,10,100,1000] [--workers 2] [--auth]
+        [--batches 1,10,100,1000] [--workers 2] [--auth] [--no-metrics]
 
 For each engine and batch size it prints:
 - saturation: events/s, MB/s and request latency p50/p99 from ``wrk`` with a
@@ -16,6 +16,10 @@ token-info stub (``tests/helpers/tokeninfo.py``); every request sends a bearer
 token and the event type has an authorization section, so each publish is
 authenticated (from the token cache) and authorized. Compare a run with and
 one without it to see what security costs.
+
+With ``--no-metrics`` the broker counts nothing on the request paths
+(``NAKADI_METRICS_ENABLED=false``); compare with a default run to see what
+collecting the figures of ``/metrics`` costs publishing.
 
 Events are ~200-byte business events with a realistic order schema. It starts
 its own PostgreSQL, ZooKeeper and Kafka-protocol broker on free ports unless
@@ -170,12 +174,16 @@ def main() -> None:
                              " rate), e.g. 1=750,100=150: half the issue's targets")
     parser.add_argument("--auth", action="store_true",
                         help="authentication on, against a local token-info stub")
+    parser.add_argument("--no-metrics", action="store_true",
+                        help="the broker counts nothing for /metrics (NAKADI_METRICS_ENABLED)")
     args = parser.parse_args()
     paced_rates = {int(b): float(r) for b, r in
                    (pair.split("=") for pair in args.paced.split(",") if pair)}
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
 
+    if args.no_metrics:
+        os.environ["NAKADI_METRICS_ENABLED"] = "false"
     token_info = None
     if args.auth:
         token_info = TokenInfoStub({BENCH_TOKEN: {"uid": "bench", "realm": SERVICES,
@@ -193,7 +201,8 @@ def main() -> None:
 def run(args: argparse.Namespace, paced_rates: dict[int, float]) -> None:
     with running_broker(args.workers) as (env, port, work_dir):
         base_url = f"http://127.0.0.1:{port}"
-        print(f"authentication: {'on' if AUTH_HEADERS else 'off'}")
+        print(f"authentication: {'on' if AUTH_HEADERS else 'off'};"
+              f" metrics: {'off' if args.no_metrics else 'on'}")
         print(f"gunicorn: {args.workers} gevent workers; wrk: {args.connections} connections,"
               f" {args.seconds:.0f}s per run; paced: {args.paced or 'half the saturated rate'}")
         print(f"{'engine':9} {'batch':>5} {'events/s':>10} {'MB/s':>6} {'req/s':>8}"
