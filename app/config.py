@@ -51,6 +51,7 @@ class Settings:
     # Monitoring (app/monitoring): counting on the request paths; the salt of the
     # callers' hashed names in KPI events.
     metrics_enabled: bool = True
+    subscription_lag_interval_s: float = 30.0
     kpi_salt: str = ""
 
     def __post_init__(self) -> None:

@@ -8,6 +8,7 @@ from kazoo.client import KazooClient
 from app.config import Settings
 from app.coordination.zookeeper import ZooKeeper
 from app.monitoring.kpi import KpiPublisher
+from app.monitoring.lag import SubscriptionLag
 from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
 from app.security.service import Security
@@ -23,6 +24,7 @@ class Services:
         self.event_types = EventTypeCache(self.pool)
         self.security = Security(settings, self.pool)
         self.kpis = KpiPublisher(self)
+        self.subscription_lag = SubscriptionLag(self)
         self._zookeeper: ZooKeeper | None = None
 
     @property

@@ -135,6 +135,7 @@ def _stream(subscription_id: str, source: Mapping[str, str],
     except BaseException:
         meter.close()
         raise
+    current.subscription_lag.watch(subscription.id)
 
     def ended() -> None:
         try:

@@ -151,11 +151,21 @@ def test_subscription_streams_count_events_commits_and_consumers(base_url, event
         batches = [client.events_batch()]  # one batch per partition
         while sum(len(batch["events"]) for batch in batches) < 8:
             batches.append(client.events_batch())
+        lag = f"nakadi.subscriptions.{subscription}.lag"
+        wait_until(lambda: dropwizard(base_url)["gauges"].get(lag) == {"value": 8},
+                   what="a lag of the 8 events sent, not committed")
         committed = client.commit(*(batch["cursor"] for batch in batches))
         assert committed.status_code == 204, committed.text
+        wait_until(lambda: dropwizard(base_url)["gauges"][lag] == {"value": 0},
+                   what="no lag once committed")
         client.vanish()
         wait_until(lambda: dropwizard(base_url)["counters"][consumers] == {"count": 0},
                    what="the stream counted as closed")
+        # Nobody consumes: the lag still grows with what is published.
+        assert requests.post(f"{base_url}/event-types/{event_type}/events",
+                             json=[business_event(n) for n in range(3)]).status_code == 200
+        wait_until(lambda: dropwizard(base_url)["gauges"][lag] == {"value": 3},
+                   what="the lag of a subscription nobody reads")
 
         def check(document: dict) -> None:
             meters = document["meters"]
