@@ -5,12 +5,17 @@ does, whichever worker did it and whichever worker answers the scrape."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import uuid
+from pathlib import Path
 
 import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+from deploy.localstack import free_port
+from tests.api.conftest import start_gunicorn, stop_gunicorn, wait_until_serving
 from tests.helpers.broker import business_event, new_event_type
 from tests.helpers.subscription_streams import StreamClient
 from tests.helpers.waiting import wait_until
@@ -190,3 +195,41 @@ def test_process_figures_are_there_for_zmon(base_url):
     assert gauges["process.fds.open"]["value"] > 0
     assert gauges["process.uptime"]["value"] > 0
     assert gauges["python.gc.gen0.collections"]["value"] >= 0
+
+
+def worker_pids(master: int) -> set[int]:
+    return {int(pid) for pid in
+            Path(f"/proc/{master}/task/{master}/children").read_text().split()}
+
+
+def test_killed_workers_keep_their_counts_and_drop_their_gauges(server_env, tmp_path):
+    """Counters of a dead worker stay in the instance's totals; its gauges (the open
+    stream it served) stop counting once gunicorn's master sees it die."""
+    port = free_port()
+    log = tmp_path / "gunicorn.log"
+    process = start_gunicorn(server_env, port, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(process, url, log)
+        name = new_event_type(url)
+        for _ in range(6):
+            assert requests.post(f"{url}/event-types/{name}/events",
+                                 json=[business_event(n) for n in range(5)]).status_code == 200
+        stream = requests.get(f"{url}/event-types/{name}/events", stream=True, timeout=15)
+        consumers = f"nakadi.eventtypes.{hashed(name)}.consumers"
+        wait_until(lambda: dropwizard(url)["counters"].get(consumers) == {"count": 1},
+                   what="the stream counted as open")
+        workers = worker_pids(process.pid)
+        for pid in workers:
+            os.kill(pid, signal.SIGKILL)
+        stream.close()
+        wait_until(lambda: len(worker_pids(process.pid) - workers) == 2, timeout=30,
+                   what="two new workers")
+        wait_until(lambda: dropwizard(url)["gauges"]["process.workers"]["value"] == 2,
+                   timeout=30, what="the new workers counted, the dead ones not")
+        document = dropwizard(url)
+        assert document["meters"][
+            f"nakadi.eventtypes.{hashed(name)}.publishing.events"]["count"] == 30
+        assert document["counters"].get(consumers, {"count": 0}) == {"count": 0}
+    finally:
+        stop_gunicorn(process)
