@@ -26,16 +26,23 @@ def _fresh_metrics_dir() -> tuple[str, bool]:
     names one. It must be set before anything imports prometheus_client, so this runs
     before the application is imported. Returns the folder and whether it is ours."""
     configured = os.environ.get("PROMETHEUS_MULTIPROC_DIR")
+    master, _, own = os.environ.get(_PREPARED_BY, "").partition(":")
+    if configured and master == str(os.getpid()):
+        return configured, own == "own"  # a reload (SIGHUP): the live workers keep theirs
     if not configured:
-        return tempfile.mkdtemp(prefix="nakadi-metrics-"), True
-    os.makedirs(configured, exist_ok=True)
-    for stale in glob.glob(os.path.join(configured, "*.db")):
-        os.remove(stale)
-    return configured, False
+        configured, own = tempfile.mkdtemp(prefix="nakadi-metrics-"), "own"
+    else:
+        os.makedirs(configured, exist_ok=True)
+        for stale in glob.glob(os.path.join(configured, "*.db")):
+            os.remove(stale)
+        own = "given"
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = configured
+    os.environ[_PREPARED_BY] = f"{os.getpid()}:{own}"
+    return configured, own == "own"
 
 
+_PREPARED_BY = "NAKADI_PY_METRICS_DIR_OF"  # internal: which master prepared the folder
 metrics_dir, own_metrics_dir = _fresh_metrics_dir()
-os.environ["PROMETHEUS_MULTIPROC_DIR"] = metrics_dir
 
 from app.gunicorn_errors import answer_refused_requests_as_problems  # noqa: E402
 
