@@ -218,18 +218,21 @@ def test_killed_workers_keep_their_counts_and_drop_their_gauges(server_env, tmp_
         stream = requests.get(f"{url}/event-types/{name}/events", stream=True, timeout=15)
         consumers = f"nakadi.eventtypes.{hashed(name)}.consumers"
         wait_until(lambda: dropwizard(url)["counters"].get(consumers) == {"count": 1},
-                   what="the stream counted as open")
+                   timeout=30, what="the stream counted as open")
         workers = worker_pids(process.pid)
         for pid in workers:
             os.kill(pid, signal.SIGKILL)
         stream.close()
-        wait_until(lambda: len(worker_pids(process.pid) - workers) == 2, timeout=30,
+        wait_until(lambda: len(worker_pids(process.pid) - workers) == 2, timeout=60,
                    what="two new workers")
         wait_until(lambda: dropwizard(url)["gauges"]["process.workers"]["value"] == 2,
-                   timeout=30, what="the new workers counted, the dead ones not")
+                   timeout=60, what="the new workers counted, the dead ones not")
         document = dropwizard(url)
         assert document["meters"][
             f"nakadi.eventtypes.{hashed(name)}.publishing.events"]["count"] == 30
         assert document["counters"].get(consumers, {"count": 0}) == {"count": 0}
+    except BaseException:
+        print(log.read_text()[-5000:])  # what the server said, for the failure's report
+        raise
     finally:
         stop_gunicorn(process)
