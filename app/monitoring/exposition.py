@@ -42,7 +42,11 @@ def collect() -> list[Metric]:
 def off_the_hub(render: Callable[[], bytes]) -> bytes:
     """Run a scrape in a native thread of gevent's pool: reading every worker's files
     is pure CPU (about 1 ms per event type published to, see ``bench_metrics``), and
-    on the hub it would stall this worker's other requests and streams meanwhile."""
+    on the hub it would stall this worker's other requests and streams meanwhile.
+    Without multiprocess mode it reads this process's registry, whose locks are
+    gevent's under gunicorn, so it stays on the hub."""
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        return render()
     result: bytes = gevent.get_hub().threadpool.apply(render)
     return result
 

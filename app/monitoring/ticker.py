@@ -18,6 +18,7 @@ from app.monitoring import figures
 
 TICK_S = 5.0
 _ALPHA = 1 - math.exp(-TICK_S / 60.0)  # one-minute moving average, ticking every 5 s
+RATE_FLOOR = 1e-3  # per second
 
 log = logging.getLogger(__name__)
 
@@ -45,8 +46,11 @@ class RateTracker:
                     previous = self._rates.get(key)
                     rate = instant if previous is None else previous + _ALPHA * (
                         instant - previous)
-                    self._rates[key] = rate
-                    gauge.labels(*values).set(rate)
+                    if rate < RATE_FLOOR:
+                        rate = 0.0  # decayed to nothing: idle series stop being written
+                    if rate != previous:
+                        self._rates[key] = rate
+                        gauge.labels(*values).set(rate)
 
 
 def refresh_process_figures() -> None:
