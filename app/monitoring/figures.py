@@ -137,6 +137,11 @@ START_TIME = _figure(Gauge(
     "nakadi_process_start_time_seconds", "When the first worker of the instance started",
     multiprocess_mode="min"),
     "gauge", "process.start_time")
+ACTIVE_REQUESTS = _figure(Gauge(
+    "nakadi_process_active_requests",
+    "Requests being served, open streams included (the greenlets that serve them)",
+    multiprocess_mode="livesum"),
+    "gauge", "process.requests.active")
 GC_COLLECTIONS = _figure(Gauge(
     "nakadi_python_gc_collections", "Garbage collections of the live workers",
     ["generation"], multiprocess_mode="livesum"),

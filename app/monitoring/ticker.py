@@ -53,9 +53,25 @@ class RateTracker:
                         gauge.labels(*values).set(rate)
 
 
+_active_requests = 0
+
+
+def request_started() -> None:
+    """gunicorn's ``pre_request``: one more request (or stream) being served."""
+    global _active_requests
+    _active_requests += 1
+
+
+def request_finished() -> None:
+    """gunicorn's ``post_request``, once the response (a whole stream) is sent."""
+    global _active_requests
+    _active_requests -= 1
+
+
 def refresh_process_figures() -> None:
     """This worker's process figures, read from /proc where there is one."""
     figures.WORKERS.set(1)
+    figures.ACTIVE_REQUESTS.set(_active_requests)
     status = _proc_status()
     if "VmRSS" in status:
         figures.MEMORY.set(int(status["VmRSS"].split()[0]) * 1024)

@@ -153,6 +153,10 @@ def test_subscription_streams_count_events_commits_and_consumers(base_url, event
         consumers = f"nakadi.subscriptions.{subscription}.consumers"
         wait_until(lambda: dropwizard(base_url)["counters"].get(consumers) == {"count": 1},
                    what="the stream counted as open")
+        # The scrape itself and the open stream, at least, are being served (the other
+        # worker's figure is at most one 5 s tick old).
+        wait_until(lambda: dropwizard(base_url)["gauges"]["process.requests.active"]["value"]
+                   >= 2, what="the stream among the requests being served")
         batches = [client.events_batch()]  # one batch per partition
         while sum(len(batch["events"]) for batch in batches) < 8:
             batches.append(client.events_batch())
