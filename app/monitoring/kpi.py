@@ -37,9 +37,11 @@ from app.security.subjects import Subject, parse_realms
 
 if TYPE_CHECKING:
     from app.domain.event_type import EventType
+    from app.domain.timeline import Timeline
     from app.services import Services
 
 QUEUE_CAPACITY = 10_000
+CLIENTS_KEPT = 10_000  # callers whose hashed names are kept
 BATCH_LIMIT = 1000
 GATHER_S = 0.2  # a short wait after the first event, so the next ones share its batch
 UNAUTHENTICATED = "unauthenticated"
@@ -89,7 +91,7 @@ class KpiPublisher:
             app = subject.value if subject is not None else UNAUTHENTICATED
             realm = self._realms.get(subject.data_type, "") if subject is not None else ""
             found = Client(app, hashlib.sha256(self._salt + app.encode()).hexdigest(), realm)
-            if len(self._clients) < QUEUE_CAPACITY:
+            if len(self._clients) < CLIENTS_KEPT:
                 self._clients[subject] = found
         return found
 
@@ -155,7 +157,6 @@ class KpiPublisher:
     def _publish(self, name: str, events: list[dict[str, Any]]) -> None:
         from app.publishing.publisher import BatchRejected, publish
 
-        outcome = "failed"
         try:
             found = self._event_type(name)
             if found is not None:
@@ -175,9 +176,9 @@ class KpiPublisher:
                       [item.response() for item in rejected.items if item.status == "failed"])
         except Exception as error:
             log.warning("publishing %d KPI events to %s failed: %r", len(events), name, error)
-        figures.KPI_EVENTS.labels(outcome).inc(len(events))
+        figures.KPI_EVENTS.labels("failed").inc(len(events))
 
-    def _event_type(self, name: str) -> tuple[Any, Any] | None:
+    def _event_type(self, name: str) -> tuple[EventType, Timeline] | None:
         """The KPI event type and its timeline, created when missing."""
         from app.registry.operations import EventTypeNameTaken, create
 
