@@ -108,9 +108,6 @@ def test_one_minute_rates_follow_publishing(base_url, event_type):
 
 
 def test_low_level_streams_count_events_bytes_and_open_streams(base_url, event_type):
-    events = [business_event(n) for n in range(12)]
-    assert requests.post(f"{base_url}/event-types/{event_type}/events",
-                         json=events).status_code == 200
     cursors = [{"partition": str(p), "offset": "begin"} for p in range(4)]
     response = requests.get(
         f"{base_url}/event-types/{event_type}/events",
@@ -121,6 +118,9 @@ def test_low_level_streams_count_events_bytes_and_open_streams(base_url, event_t
     consumers = f"nakadi.eventtypes.{hashed(event_type)}.consumers"
     wait_until(lambda: dropwizard(base_url)["counters"].get(consumers) == {"count": 1},
                what="the stream counted as open")
+    # Published once the stream is seen open: with them, it reaches its limit and ends.
+    assert requests.post(f"{base_url}/event-types/{event_type}/events",
+                         json=[business_event(n) for n in range(12)]).status_code == 200
     received = response.raw.read()
     streamed = sum(len(json.loads(line).get("events", [])) for line in received.splitlines())
     assert streamed == 12
