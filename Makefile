@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup system-packages run test lint migrate bench-storage bench-publish bench-stream \
-	bench-subscription bench-pipeline
+	bench-subscription bench-pipeline bench-metrics
 
 setup: system-packages $(STAMP)
 
@@ -42,6 +42,10 @@ bench-publish: setup
 	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get install -y -q wrk; }
 	$(PYTHON) -m tests.benchmarks.bench_publish
+
+## What /metrics costs: CPU per publish request and stream batch, and per scrape.
+bench-metrics: setup
+	$(PYTHON) -m tests.benchmarks.bench_metrics
 
 ## Streaming throughput from begin and publish-to-stream latency.
 bench-stream: setup

@@ -10,6 +10,7 @@ from app.config import Settings
 from app.flow_id import install_flow_id
 from app.input_guard import install_input_guard
 from app.logs import configure_logging
+from app.monitoring import recording
 from app.problems import register_problem_handlers
 from app.repository.database import make_green
 from app.security.guard import install_authentication
@@ -23,6 +24,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     app = Flask(__name__)
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
     app.extensions["nakadi"] = Services(settings)
+    recording.configure(settings.metrics_enabled)
     register_problem_handlers(app)
     install_flow_id(app, logging.getLogger("nakadi.access"))
     install_input_guard(app)
@@ -33,6 +35,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         event_types,
         events,
         health,
+        monitoring,
         partitions,
         registry,
         storages,
@@ -46,7 +49,7 @@ def create_app(settings: Settings | None = None) -> Flask:
 
     for module in (health, event_types, events, partitions, cursor_operations, registry,
                    subscriptions, subscription_events, subscription_cursors, subscription_stats,
-                   settings_api, storages, timelines):
+                   settings_api, storages, timelines, monitoring):
         app.register_blueprint(module.blueprint)
     app.after_request(_no_type_without_body)
     return app

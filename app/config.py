@@ -10,6 +10,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from functools import cached_property
+from typing import Any
 
 from app.registry.settings import RegistrySettings
 from app.security.subjects import parse_attribute_list, parse_realms
@@ -49,6 +50,11 @@ class Settings:
     oauth2_write_scope: str = ""
     oauth2_admin_scope: str = ""
     admins: str = ""
+    # Monitoring (app/monitoring): counting on the request paths; the salt of the
+    # callers' hashed names in KPI events.
+    metrics_enabled: bool = True
+    subscription_lag_interval_s: float = 30.0
+    kpi_salt: str = ""
 
     def __post_init__(self) -> None:
         # Malformed security lists stop the start, naming the variable.
@@ -70,16 +76,26 @@ class Settings:
     def from_env(cls, environ: Mapping[str, str] | None = None) -> Settings:
         """Build settings from ``NAKADI_<FIELD>`` variables, falling back to defaults."""
         environ = os.environ if environ is None else environ
-        values = {}
+        values: dict[str, Any] = {}
         for field in fields(cls):
             raw = environ.get(f"NAKADI_{field.name.upper()}")
             if raw is None:
                 continue
             convert: type = type(field.default)
             try:
-                values[field.name] = convert(raw)
+                values[field.name] = _boolean(raw) if convert is bool else convert(raw)
             except ValueError:
                 raise ValueError(
                     f"NAKADI_{field.name.upper()}={raw!r} is not a valid {convert.__name__}"
                 ) from None
         return cls(**values)
+
+
+def _boolean(raw: str) -> bool:
+    """``true``/``false`` (also ``1``/``0``, ``yes``/``no``, ``on``/``off``)."""
+    value = raw.strip().lower()
+    if value in ("true", "1", "yes", "on"):
+        return True
+    if value in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(raw)

@@ -12,6 +12,8 @@ from app.coordination.timeline_switch import PublishingGate
 from app.coordination.zookeeper import ZooKeeper
 from app.dependencies import DependencyUnavailable
 from app.domain.timeline import Timelines
+from app.monitoring.kpi import KpiPublisher
+from app.monitoring.lag import SubscriptionLag
 from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
 from app.repository.subscription_cache import SubscriptionCache
@@ -28,6 +30,8 @@ class Services:
         self.event_types = EventTypeCache(self.pool)
         self.subscriptions = SubscriptionCache(self.pool)
         self.security = Security(settings, self.pool)
+        self.kpis = KpiPublisher(self)
+        self.subscription_lag = SubscriptionLag(self)
         self._zookeeper: ZooKeeper | None = None
         self.publishing_gate = PublishingGate(lambda: self.zookeeper,
                                               settings.timeline_publish_wait_s,

@@ -34,6 +34,8 @@ def stack_env() -> Iterator[dict[str, str]]:
     # worker's run (which would purge or remove first, or hold the lock meanwhile).
     env["NAKADI_RETENTION_CHECK_INTERVAL_S"] = "86400"
     env["NAKADI_TOPIC_SWEEP_INTERVAL_S"] = "86400"
+    # Subscription lag in /metrics: refreshed often enough for tests to see it move.
+    env["NAKADI_SUBSCRIPTION_LAG_INTERVAL_S"] = "1"
     conn = psycopg2.connect(env["NAKADI_DATABASE_URL"])
     migrate(conn)
     conn.close()

@@ -54,7 +54,8 @@ def list_event_types() -> Response:
 def create() -> tuple[str, int]:
     require_feature_off(Feature.DISABLE_EVENT_TYPE_CREATION,
                         "Creating event types is disabled for now; try again later.")
-    operations.create(services(), json_body())
+    created = operations.create(services(), json_body())
+    services().kpis.event_type_logged(created, "created")
     return "", 201
 
 
@@ -69,7 +70,8 @@ def get(name: str) -> Response:
 def update(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)
-    operations.update(services(), stored, json_body())
+    updated = operations.update(services(), stored, json_body())
+    services().kpis.event_type_logged(updated, "updated")
     return "", 200
 
 
@@ -85,6 +87,7 @@ def delete(name: str) -> tuple[str, int]:
                           feature_enabled(Feature.DELETE_EVENT_TYPE_WITH_SUBSCRIPTIONS))
     except repository.EventTypeInUse as in_use:
         raise Problem(422, str(in_use)) from None
+    services().kpis.event_type_logged(stored, "deleted")
     return "", 200
 
 
@@ -103,7 +106,8 @@ def list_schemas(name: str) -> Response:
 def add_schema(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)
-    operations.add_schema(services(), stored, json_body())
+    updated = operations.add_schema(services(), stored, json_body())
+    services().kpis.event_type_logged(updated, "updated")
     return "", 200
 
 

@@ -15,6 +15,8 @@ from app.coordination.stream_slots import TooManyStreams
 from app.coordination.timeline_switch import SwitchInProgress
 from app.cursors import CursorInvalid, positions_by_partition
 from app.domain.timeline import Timelines
+from app.monitoring import recording
+from app.monitoring.recording import StreamMeter
 from app.problems import Problem
 from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
 from app.publishing.publisher import BatchRejected, Item, publish
@@ -46,27 +48,33 @@ def publish_events(name: str) -> Response:
     current = services()
     event_type, _ = event_type_or_404(name)
     require_event_type(event_type, Operation.WRITE)
-    body = json_bytes(current.settings.max_batch_bytes)
-    try:
-        events, sizes = parse_batch(body)
-    except BatchUnreadable as error:
-        raise Problem(400, str(error)) from None
-    except NotABatch as error:
-        raise Problem(422, str(error)) from None
-    try:
-        # Counted as in flight for timeline switches, which wait for it (or it for them).
-        with current.publishing_gate.publishing(name):
-            event_type, timelines = event_type_or_404(name)
-            active = timelines.active
-            items = publish(event_type, active, current.engines.get(active.storage_id), events,
-                            sizes, g.flow_id)
-    except BatchRejected as rejected:
-        return _items_response(rejected.items, 422)
-    except SwitchInProgress as error:
-        raise Problem(503, str(error)) from None
-    if all(item.status == "submitted" for item in items):
-        return Response(status=200)
-    return _items_response(items, 207)
+    with recording.publishing(name, current.kpis, g.subject) as report:
+        body = json_bytes(current.settings.max_batch_bytes)
+        report.body_bytes = len(body)
+        try:
+            events, sizes = parse_batch(body)
+        except BatchUnreadable as error:
+            raise Problem(400, str(error)) from None
+        except NotABatch as error:
+            raise Problem(422, str(error)) from None
+        try:
+            # Counted as in flight for timeline switches, which wait for it (or it for them).
+            with current.publishing_gate.publishing(name):
+                event_type, timelines = event_type_or_404(name)
+                active = timelines.active
+                items = publish(event_type, active, current.engines.get(active.storage_id),
+                                events, sizes, g.flow_id)
+        except BatchRejected as rejected:
+            report.status = 422
+            return _items_response(rejected.items, 422)
+        except SwitchInProgress as error:
+            raise Problem(503, str(error)) from None
+        report.stored = sum(item.status == "submitted" for item in items)
+        if report.stored == len(items):
+            report.status = 200
+            return Response(status=200)
+        report.status = 207
+        return _items_response(items, 207)
 
 
 def _start_positions(timeline: Timelines, bounds: Mapping[int, PartitionBounds]
@@ -97,11 +105,20 @@ def stream_events(name: str) -> Response:
     require_consumer([event_type])
     limits = stream_limits()
     positions = _start_positions(timeline, partition_bounds(timeline))
+    meter = StreamMeter(current.kpis, current.kpis.client(g.subject), event_type=name)
     try:
         stream, slots = open_event_stream(
             current.zookeeper, current.engines.get, timeline, current.timelines_of(name),
             positions, limits, current.settings.max_streams_per_partition,
-            request.environ.get("gunicorn.socket"), consumer_still_allowed([name]))
-    except TooManyStreams as error:
-        raise Problem(429, str(error), "Too Many Requests") from None
-    return stream_response(stream.lines(), slots.release)
+            request.environ.get("gunicorn.socket"), consumer_still_allowed([name]),
+            meter.batch)
+    except BaseException as error:
+        meter.close()
+        if isinstance(error, TooManyStreams):
+            raise Problem(429, str(error), "Too Many Requests") from None
+        raise
+
+    def ended() -> None:
+        slots.release()
+        meter.close()
+    return stream_response(stream.lines(), ended)

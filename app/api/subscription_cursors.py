@@ -17,6 +17,7 @@ from app.api.lookups import (
 )
 from app.coordination.subscription_state import ResetInProgress, SubscriptionState
 from app.cursors import CursorInvalid
+from app.monitoring import recording
 from app.problems import Problem
 from app.security.guard import needs_scope, require_subscription, require_subscription_reader
 from app.security.policy import Operation
@@ -86,6 +87,7 @@ def commit_cursors(subscription_id: str) -> Response:
     except CommitRefused as refused:
         subscription_or_404(subscription_id)  # deleted meanwhile: a 404, as it was
         raise Problem(422, str(refused)) from None
+    recording.committed(subscription.id, sum(r.result == "committed" for r in results))
     if all(r.result == "committed" for r in results):
         return _no_content()
     return jsonify({"items": [r.response() for r in results]})

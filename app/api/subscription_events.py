@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response, g, request
 
 from app.api.body import json_body
 from app.api.lookups import (
@@ -18,6 +18,7 @@ from app.api.params import int_param
 from app.api.stream_params import stream_limits
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.topology import PartitionKey
+from app.monitoring.recording import StreamMeter
 from app.problems import Problem
 from app.security.guard import (
     needs_scope,
@@ -119,12 +120,26 @@ def _stream(subscription_id: str, source: Mapping[str, str],
         return current.engines.get(storage_id)
 
     state = SubscriptionState(current.zookeeper, subscription.id)
+    meter = StreamMeter(current.kpis, current.kpis.client(g.subject),
+                        subscription=subscription.id)
     stream = SubscriptionStream(subscription, partitions, state, engine_for, params,
                                 request.environ.get("gunicorn.socket"),
-                                still_allowed=subscription_reader_still_allowed(subscription))
+                                still_allowed=subscription_reader_still_allowed(subscription),
+                                on_batch=meter.batch)
     try:
-        stream.start(lambda: starting_offsets(subscription, partitions,
-                                              subscription_bounds(partitions)))
-    except StreamRefused as refused:
-        raise Problem(refused.status, str(refused)) from None
-    return stream_response(stream.lines(), stream.end, {STREAM_ID_HEADER: stream.id})
+        try:
+            stream.start(lambda: starting_offsets(subscription, partitions,
+                                                  subscription_bounds(partitions)))
+        except StreamRefused as refused:
+            raise Problem(refused.status, str(refused)) from None
+    except BaseException:
+        meter.close()
+        raise
+    current.subscription_lag.watch(subscription.id)
+
+    def ended() -> None:
+        try:
+            stream.end()
+        finally:
+            meter.close()
+    return stream_response(stream.lines(), ended, {STREAM_ID_HEADER: stream.id})

@@ -11,6 +11,7 @@ from app.domain.security import Feature
 from app.problems import Problem, problem_response
 from app.security.guard import feature_enabled, needs_scope, require_subscription
 from app.security.policy import Operation
+from app.services import services
 from app.subscriptions import crud
 from app.subscriptions.body import SubscriptionInvalid, subscription_view
 
@@ -55,6 +56,7 @@ def create() -> Response:
     location = f"/subscriptions/{subscription.id}"
     response.headers["Location"] = location
     if created:
+        services().kpis.subscription_logged(subscription.id, "created")
         response.status_code = 201
         response.headers["Content-Location"] = location
     return response
@@ -95,4 +97,5 @@ def update(subscription_id: str) -> Response:
 def delete(subscription_id: str) -> Response:
     require_subscription(crud.get_subscription(subscription_id), Operation.ADMIN)
     crud.delete_subscription(subscription_id)
+    services().kpis.subscription_logged(subscription_id, "deleted")
     return _no_content()

@@ -47,6 +47,7 @@ class Feature(Enum):
     DISABLE_EVENT_TYPE_DELETION = "disable_event_type_deletion"
     DISABLE_SUBSCRIPTION_CREATION = "disable_subscription_creation"
     DELETE_EVENT_TYPE_WITH_SUBSCRIPTIONS = "delete_event_type_with_subscriptions"
+    KPI_COLLECTION = "kpi_collection"  # the broker publishes KPI events (app/monitoring)
 
 
 @dataclass(frozen=True)

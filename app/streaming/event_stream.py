@@ -43,8 +43,10 @@ class EventStream:
                  limits: StreamLimits, connection: socket.socket | None = None,
                  still_exists: Callable[[], bool] = lambda: True,
                  clock: Callable[[], float] = time.monotonic,
-                 current: Callable[[], Timelines | None] = lambda: None) -> None:
+                 current: Callable[[], Timelines | None] = lambda: None,
+                 on_batch: Callable[[str, int, int], None] = lambda *_: None) -> None:
         self._reader = reader
+        self._on_batch = on_batch  # (event type, events, bytes) of each line sent
         self._still_exists = still_exists
         self._timeline = timeline
         self._current = current
@@ -58,7 +60,9 @@ class EventStream:
         self._positions[partition] += len(payloads)
         self._timeline = self._current() or self._timeline  # offsets of a newer timeline
         cursor = client_cursor(self._timeline, partition, self._positions[partition])
-        return batch_line(cursor, payloads)
+        line = batch_line(cursor, payloads)
+        self._on_batch(self._timeline.event_type, len(payloads), len(line))
+        return line
 
     def lines(self) -> Generator[bytes, None, None]:
         """The stream's lines, ending when a limit says so; closes the reader at the end."""
@@ -105,7 +109,9 @@ def open_event_stream(zookeeper: KazooClient, engine_for: EngineFor, timelines: 
                       current: Callable[[], Timelines | None], positions: dict[int, int],
                       limits: StreamLimits, max_streams_per_partition: int,
                       connection: socket.socket | None,
-                      still_exists: Callable[[], bool]) -> tuple[EventStream, StreamSlots]:
+                      still_exists: Callable[[], bool],
+                      on_batch: Callable[[str, int, int], None] = lambda *_: None
+                      ) -> tuple[EventStream, StreamSlots]:
     """A stream of the partitions in ``positions``, reading after each position through
     every timeline (``current`` gives the newest ones), with a slot taken on each
     partition (``TooManyStreams`` when one has none free). The caller releases the
@@ -118,4 +124,4 @@ def open_event_stream(zookeeper: KazooClient, engine_for: EngineFor, timelines: 
         slots.release()
         raise
     return EventStream(reader, timelines, positions, limits, connection, still_exists,
-                       current=current), slots
+                       current=current, on_batch=on_batch), slots

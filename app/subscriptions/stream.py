@@ -81,8 +81,10 @@ class SubscriptionStream:
                  state: SubscriptionState, engine_for: Callable[[str], StorageEngine],
                  params: SubscriptionStreamParams, connection: socket.socket | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 still_allowed: Callable[[], bool] = lambda: True) -> None:
+                 still_allowed: Callable[[], bool] = lambda: True,
+                 on_batch: Callable[[str, int, int], None] = lambda *_: None) -> None:
         self.id = str(uuid.uuid4())
+        self._on_batch = on_batch  # (event type, events, bytes) of each line sent
         self.phase = Phase.STARTING
         self._subscription = subscription
         self._partitions = partitions
@@ -386,7 +388,9 @@ class SubscriptionStream:
         if not self._started:
             self._started = True
             debug = debug or "Stream started"
-        return batch_line(cursor, payloads, {"debug": debug} if debug else None)
+        line = batch_line(cursor, payloads, {"debug": debug} if debug else None)
+        self._on_batch(key[0], len(payloads), len(line))
+        return line
 
     def _goodbye(self, reason: str) -> Iterator[bytes]:
         """A last keep-alive saying why the stream ends, when there is a cursor to give."""

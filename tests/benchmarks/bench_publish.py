@@ -1,12 +1,14 @@
 """Publishing throughput and latency over HTTP against a real gunicorn (gevent workers).
 
     python -m tests.benchmarks.bench_publish [--seconds 10] [--engines postgres,kafka]
-        [--batches 1,10,100,1000] [--workers 2] [--auth]
+        [--batches 1,10,100,1000] [--workers 2] [--auth] [--no-metrics]
 
 For each engine and batch size it prints:
 - saturation: events/s, MB/s and request latency p50/p99 from ``wrk`` with a
   few keep-alive connections (closed loop: each connection posts again as
-  soon as it has an answer);
+  soon as it has an answer), and the CPU time the gunicorn workers spent per
+  request (``cpu ms``, from /proc: what a change of the broker's code costs,
+  hardly moved by other load on a shared machine);
 - paced: p50/p99 request latency at half the saturated request rate (or at
   the rates ``--paced`` gives), from a client that sends at fixed times (open
   loop), so queueing shows up.
@@ -16,6 +18,10 @@ token-info stub (``tests/helpers/tokeninfo.py``); every request sends a bearer
 token and the event type has an authorization section, so each publish is
 authenticated (from the token cache) and authorized. Compare a run with and
 one without it to see what security costs.
+
+With ``--no-metrics`` the broker counts nothing on the request paths
+(``NAKADI_METRICS_ENABLED=false``); compare with a default run to see what
+collecting the figures of ``/metrics`` costs publishing.
 
 Events are ~200-byte business events with a realistic order schema. It starts
 its own PostgreSQL, ZooKeeper and Kafka-protocol broker on free ports unless
@@ -158,6 +164,23 @@ def paced(host: str, port: int, path: str, body: bytes, rate: float, seconds: fl
             failures[0])
 
 
+def workers_cpu_s(port: int) -> float:
+    """CPU seconds used so far by the gunicorn workers serving ``port`` (from /proc):
+    unlike throughput, hardly moved by other load on the machine."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for proc in Path("/proc").iterdir():
+        try:
+            if b"app.wsgi:app" not in (proc / "cmdline").read_bytes() or \
+                    f"NAKADI_BIND=127.0.0.1:{port}".encode() not in (proc / "environ").read_bytes():
+                continue
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+    return total
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10.0, help="per measurement")
@@ -170,12 +193,16 @@ def main() -> None:
                              " rate), e.g. 1=750,100=150: half the issue's targets")
     parser.add_argument("--auth", action="store_true",
                         help="authentication on, against a local token-info stub")
+    parser.add_argument("--no-metrics", action="store_true",
+                        help="the broker counts nothing for /metrics (NAKADI_METRICS_ENABLED)")
     args = parser.parse_args()
     paced_rates = {int(b): float(r) for b, r in
                    (pair.split("=") for pair in args.paced.split(",") if pair)}
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
 
+    if args.no_metrics:
+        os.environ["NAKADI_METRICS_ENABLED"] = "false"
     token_info = None
     if args.auth:
         token_info = TokenInfoStub({BENCH_TOKEN: {"uid": "bench", "realm": SERVICES,
@@ -193,11 +220,13 @@ def main() -> None:
 def run(args: argparse.Namespace, paced_rates: dict[int, float]) -> None:
     with running_broker(args.workers) as (env, port, work_dir):
         base_url = f"http://127.0.0.1:{port}"
-        print(f"authentication: {'on' if AUTH_HEADERS else 'off'}")
+        print(f"authentication: {'on' if AUTH_HEADERS else 'off'};"
+              f" metrics: {'off' if args.no_metrics else 'on'}")
         print(f"gunicorn: {args.workers} gevent workers; wrk: {args.connections} connections,"
               f" {args.seconds:.0f}s per run; paced: {args.paced or 'half the saturated rate'}")
         print(f"{'engine':9} {'batch':>5} {'events/s':>10} {'MB/s':>6} {'req/s':>8}"
-              f" {'p50 ms':>7} {'p99 ms':>7} | {'paced req/s':>11} {'p50 ms':>7} {'p99 ms':>7}")
+              f" {'p50 ms':>7} {'p99 ms':>7} {'cpu ms':>6} | {'paced req/s':>11} {'p50 ms':>7}"
+              f" {'p99 ms':>7}")
         for engine in args.engines.split(","):
             set_default_storage(env["NAKADI_DATABASE_URL"], engine)
             name = create_event_type(base_url)
@@ -206,14 +235,17 @@ def run(args: argparse.Namespace, paced_rates: dict[int, float]) -> None:
                 body = json.dumps([order_event(n) for n in range(batch)]).encode()
                 body_path = work_dir / f"body-{batch}.json"
                 body_path.write_bytes(body)
+                cpu_before = workers_cpu_s(port)
                 rate, p50, p99 = saturate(base_url + path, body_path, args.connections,
                                           args.seconds)
+                cpu_per_request = (workers_cpu_s(port) - cpu_before) / (rate * args.seconds)
                 paced_rate = paced_rates.get(batch, rate / 2)
                 paced_p50, paced_p99, failed = paced("127.0.0.1", port, path, body,
                                                      paced_rate, args.seconds)
                 note = f"  ({failed} failed)" if failed else ""
                 print(f"{engine:9} {batch:>5} {rate * batch:>10,.0f}"
-                      f" {rate * len(body) / 1e6:>6.1f} {rate:>8,.0f} {p50:>7.1f} {p99:>7.1f} |"
+                      f" {rate * len(body) / 1e6:>6.1f} {rate:>8,.0f} {p50:>7.1f} {p99:>7.1f}"
+                      f" {cpu_per_request * 1000:>6.2f} |"
                       f" {paced_rate:>11,.0f} {paced_p50:>7.1f} {paced_p99:>7.1f}{note}",
                       flush=True)
 

@@ -26,3 +26,12 @@ def test_the_subscription_partition_maximum_is_configurable():
     assert Settings.from_env({}).max_subscription_partitions == 100
     assert Settings.from_env(
         {"NAKADI_MAX_SUBSCRIPTION_PARTITIONS": "12"}).max_subscription_partitions == 12
+
+
+def test_booleans_read_as_people_write_them():
+    assert Settings.from_env({}).metrics_enabled is True
+    assert Settings.from_env({"NAKADI_METRICS_ENABLED": "false"}).metrics_enabled is False
+    assert Settings.from_env({"NAKADI_METRICS_ENABLED": " Off "}).metrics_enabled is False
+    assert Settings.from_env({"NAKADI_METRICS_ENABLED": "1"}).metrics_enabled is True
+    with pytest.raises(ValueError, match="NAKADI_METRICS_ENABLED='maybe' is not a valid bool"):
+        Settings.from_env({"NAKADI_METRICS_ENABLED": "maybe"})

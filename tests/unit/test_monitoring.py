@@ -1,0 +1,68 @@
+"""The pieces of app/monitoring that need no server: quantiles from histogram
+buckets, the Dropwizard document, one-minute rates, the bounded KPI queue."""
+
+from __future__ import annotations
+
+import math
+import time
+import types
+
+import pytest
+from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
+
+from app.config import Settings
+from app.monitoring import figures, kpi, ticker
+from app.monitoring.exposition import _quantile, dropwizard, prometheus_text
+
+
+def test_quantiles_interpolate_within_their_bucket():
+    # 10 observations: 4 up to 1 ms, 4 more up to 5 ms, 2 beyond 10 ms
+    buckets = [(0.001, 4.0), (0.005, 8.0), (0.01, 8.0), (math.inf, 10.0)]
+    assert _quantile(buckets, 10, 0.2) == pytest.approx(0.0005)
+    assert _quantile(buckets, 10, 0.6) == pytest.approx(0.003)
+    assert _quantile(buckets, 10, 0.99) == 0.01  # beyond the largest bound
+    assert _quantile([], 0, 0.5) == 0.0
+
+
+def test_the_document_names_figures_like_nakadi():
+    events = CounterMetricFamily("nakadi_published_events", "", labels=["event_type"])
+    events.add_metric(["order.created"], 42)
+    seconds = HistogramMetricFamily("nakadi_publishing_seconds", "", labels=["event_type"])
+    seconds.add_metric(["order.created"], [("0.001", 1), ("0.01", 3), ("+Inf", 4)],
+                       sum_value=0.1)
+    document = dropwizard([events, seconds])
+    assert document["meters"]["nakadi.eventtypes.order#created.publishing.events"] == {
+        "count": 42, "m1_rate": 0.0, "units": "events/second"}
+    timer = document["timers"]["nakadi.eventtypes.order#created.publishing"]
+    assert timer["count"] == 4 and timer["mean"] == pytest.approx(25.0)  # milliseconds
+    assert timer["duration_units"] == "milliseconds" and timer["p50"] <= timer["p99"]
+    text = prometheus_text([events, seconds]).decode()
+    assert 'nakadi_published_events_total{event_type="order.created"} 42.0' in text
+
+
+def test_one_minute_rates_move_towards_the_current_rate():
+    name = f"unit.rate-{time.monotonic_ns()}"
+    rates = ticker.RateTracker()
+    figures.PUBLISHED_EVENTS.labels(name).inc(50)
+    rates.tick()
+    gauge = figures.M1_RATES["nakadi_published_events"].labels(name)
+    assert gauge._value.get() == 10.0  # 50 events in the first 5 s tick
+    rates.tick()  # nothing more: the average decays, as Dropwizard's does
+    assert 0 < gauge._value.get() < 10.0
+
+
+def test_kpi_events_past_the_queue_capacity_are_dropped_and_counted(monkeypatch):
+    services = types.SimpleNamespace(settings=Settings())
+    publisher = kpi.KpiPublisher(services)  # type: ignore[arg-type]
+    monkeypatch.setattr(publisher, "enabled", lambda: True)
+    monkeypatch.setattr(kpi, "QUEUE_CAPACITY", 100)
+    dropped = figures.KPI_EVENTS.labels("dropped")
+    before = dropped._value.get()
+    client = publisher.client(None)
+    started = time.perf_counter()
+    for _ in range(105):  # nothing yields meanwhile, so the queue is not drained
+        publisher.batch_published("x", client, 1, 10, 0.001)
+    assert time.perf_counter() - started < 0.1
+    assert publisher.pending() == 100
+    assert dropped._value.get() - before == 5
+    publisher._greenlet.kill()  # its services are not real: it must not publish
