@@ -52,12 +52,6 @@ class FaultStack:
         self.stack.restart(name)
 
 
-def worker_pids(master: int) -> list[int]:
-    """The gunicorn workers of a master process."""
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    return [int(pid) for pid in children]
-
-
 @pytest.fixture(scope="package")
 def faults(tmp_path_factory) -> Iterator[FaultStack]:
     data_dir = Path(tempfile.mkdtemp(prefix="nakadi-faults-"))
