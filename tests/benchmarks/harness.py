@@ -47,10 +47,11 @@ def start_server(env: dict[str, str], workers: int) -> tuple[subprocess.Popen, i
 
 
 @contextmanager
-def running_broker(workers: int = 2) -> Iterator[tuple[dict[str, str], int, Path]]:
+def running_broker(workers: int = 2, overrides: dict[str, str] | None = None
+                   ) -> Iterator[tuple[dict[str, str], int, Path]]:
     """The services (started here unless NAKADI_* addresses are set) and a gunicorn
-    with ``workers`` gevent workers: yields its environment, port and a scratch
-    directory, and stops everything afterwards."""
+    with ``workers`` gevent workers and the ``overrides`` settings: yields its
+    environment, port and a scratch directory, and stops everything afterwards."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
     given = {k: v for k, v in os.environ.items() if k.startswith("NAKADI_")}
     work_dir = Path(tempfile.mkdtemp(prefix="nakadi-bench-"))
@@ -59,6 +60,7 @@ def running_broker(workers: int = 2) -> Iterator[tuple[dict[str, str], int, Path
     server = None
     try:
         env.update(given, **stack.start(given))
+        env.update(overrides or {})
         server, port = start_server(env, workers)
         yield env, port, work_dir
     finally:
