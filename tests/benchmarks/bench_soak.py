@@ -49,6 +49,7 @@ class Stream:
     quiet: bool
     last_line: float
     events: int = 0
+    answered: bool = False
 
 
 @dataclass(eq=False)
@@ -159,6 +160,7 @@ def soak(args: argparse.Namespace) -> None:
         all_lateness: list[float] = []
         first_rss: list[float] | None = None
         ended = 0
+        refused: list[str] = []
         while (now := time.monotonic()) < end:
             for key, _ in selector.select(timeout=0.5):
                 stream: Stream = key.data
@@ -169,6 +171,12 @@ def soak(args: argparse.Namespace) -> None:
                 except OSError:
                     data = b""
                 now = time.monotonic()
+                if not stream.answered and data.startswith(b"HTTP/"):
+                    stream.answered = True
+                    if not data.startswith(b"HTTP/1.1 200 "):
+                        refused.append(data.partition(b"\r\n")[0].decode()
+                                       + " " + data.rpartition(b"\r\n\r\n")[2][:200].decode())
+                        data = b""
                 if not data:
                     ended += 1
                     selector.unregister(stream.sock)
@@ -206,6 +214,8 @@ def soak(args: argparse.Namespace) -> None:
               f" {publisher.published:,} events published ({publisher.failed:,} failed),"
               f" {sum(s.events for s in streams):,} delivered; workers now"
               f" {gunicorn_workers()} (were {workers})", flush=True)
+        for answer in sorted(set(refused)):
+            print(f"refused ({refused.count(answer)}): {answer}", flush=True)
 
 
 def main() -> None:

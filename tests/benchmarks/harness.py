@@ -40,7 +40,7 @@ def start_server(env: dict[str, str], workers: int) -> tuple[subprocess.Popen, i
         try:
             requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
             return server, port
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not up yet, or a busy machine
             if time.monotonic() > deadline or server.poll() is not None:
                 raise RuntimeError("gunicorn did not start") from None
             time.sleep(0.2)
