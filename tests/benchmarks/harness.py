@@ -42,8 +42,19 @@ def start_server(env: dict[str, str], workers: int) -> tuple[subprocess.Popen, i
             return server, port
         except (requests.ConnectionError, requests.Timeout):  # not up yet, or a busy machine
             if time.monotonic() > deadline or server.poll() is not None:
+                stop_server(server)
                 raise RuntimeError("gunicorn did not start") from None
             time.sleep(0.2)
+
+
+def stop_server(server: subprocess.Popen) -> None:
+    """SIGTERM, and SIGKILL when open streams keep it past its graceful timeout."""
+    server.terminate()
+    try:
+        server.wait(60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
 
 
 @contextmanager
@@ -65,7 +76,6 @@ def running_broker(workers: int = 2, overrides: dict[str, str] | None = None
         yield env, port, work_dir
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(30)
+            stop_server(server)
         stack.stop()
         shutil.rmtree(work_dir, ignore_errors=True)
