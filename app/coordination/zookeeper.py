@@ -9,7 +9,11 @@ of queueing the request until the connection returns, which kazoo would do.
 
 from __future__ import annotations
 
+from typing import Any
+
+import gevent
 import gevent.event
+from gevent.lock import BoundedSemaphore
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.gevent import SequentialGeventHandler
 from kazoo.retry import KazooRetry
@@ -24,12 +28,36 @@ RECONNECT_MAX_DELAY_S = 1.0
 
 SETUP_TIMEOUT_S = 2.0
 
+MAX_IN_FLIGHT = 64
+"""Most requests one process has queued or unanswered at a time; more wait their turn.
+kazoo wakes its connection greenlet with one byte per request on a socket pair;
+with a few hundred requests at once (1,000 streams opening together; measured:
+100 in flight fine, 300 not) the pair fills and the connection stops sending:
+the calls hang, later ones too, and openings got 503 ConnectionClosedError."""
+
 
 class ZooKeeperUnavailable(DependencyUnavailable):
     """There is no connection to ZooKeeper right now."""
 
     def __init__(self, reason: str) -> None:
         super().__init__("ZooKeeper", reason)
+
+
+class _BoundedKazooClient(KazooClient):
+    """A kazoo client that lets at most ``MAX_IN_FLIGHT`` requests in at once."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_flight = BoundedSemaphore(MAX_IN_FLIGHT)
+
+    def _call(self, request: Any, async_object: Any) -> Any:
+        # Every request goes through here, never from kazoo's connection greenlet; a
+        # slot is freed when the answer or failure is set. Requests kazoo chains from
+        # an answer's callback (makepath's parents) run in the hub, which must not
+        # wait: they go in without a slot.
+        if self._in_flight.acquire(blocking=gevent.getcurrent() is not gevent.get_hub()):
+            async_object.rawlink(lambda _: self._in_flight.release())
+        return super()._call(request, async_object)
 
 
 class ZooKeeper:
@@ -44,7 +72,7 @@ class ZooKeeper:
         self._connected = gevent.event.Event()
         self._rooted = False
         handler = SequentialGeventHandler()
-        self._client = KazooClient(
+        self._client = _BoundedKazooClient(
             hosts=hosts + root, handler=handler, timeout=timeout_s,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2,
                                         max_delay=RECONNECT_MAX_DELAY_S,
