@@ -66,12 +66,30 @@ def log_error(error: psycopg2.Error) -> StorageError:
     return StorageError(f"PostgreSQL log: {error}".strip())
 
 
+Mark = tuple[int, int]
+"""The listener's gaps and the topic's notified appends, at one moment."""
+
+
 class TopicWatch:
     """Wakes greenlets waiting for appends to a topic."""
 
     def __init__(self, dsn: str, timeout_s: float) -> None:
         self._waiters: dict[int, set[gevent.event.Event]] = defaultdict(set)
+        self._appends: dict[int, int] = defaultdict(int)  # notified appends per topic
+        self._gaps = 0  # times appends may have gone unnoticed
         self._listener = Listener(dsn, CHANNEL, self._wake, self._wake_all, timeout_s)
+
+    def mark(self, topic_id: int) -> Mark | None:
+        """Where the topic's notifications stand; None while not listening."""
+        if not self._listener.ensure_listening():
+            return None
+        return (self._gaps, self._appends[topic_id])
+
+    def quiet_since(self, topic_id: int, mark: Mark | None) -> bool:
+        """Whether no append to the topic was notified since ``mark`` (and none can
+        have gone unnoticed): a read that found nothing then would find nothing now."""
+        return mark is not None and self._listener.ensure_listening() \
+            and mark == (self._gaps, self._appends.get(topic_id, 0))
 
     def waiter(self, topic_id: int) -> gevent.event.Event:
         """An event set by the next append to the topic. Register it *before*
@@ -90,11 +108,13 @@ class TopicWatch:
 
     def _wake(self, payloads: set[str]) -> None:
         for topic_id in payloads:
+            self._appends[int(topic_id)] += 1
             for event in self._waiters.get(int(topic_id), ()):
                 event.set()
 
     def _wake_all(self) -> None:
         """Appends may have gone unnoticed: let every waiter look again."""
+        self._gaps += 1
         for waiters in self._waiters.values():
             for event in waiters:
                 event.set()
@@ -204,22 +224,37 @@ class PostgresEngine(StorageEngine):
                 break
         return [StoredEvent(p, offset, bytes(payload)) for p, offset, payload in rows]
 
-    def _fetch_or_wait(self, topic_id: int, fetch: Callable[[], list[StoredEvent]], wait: float
-                       ) -> list[StoredEvent]:
-        events = fetch()
-        if events or wait <= 0:
+    def _fetch_or_wait(self, topic_id: int, fetch: Callable[[], list[StoredEvent]], wait: float,
+                       quiet: Mark | None = None) -> tuple[list[StoredEvent], Mark | None]:
+        """Events from ``fetch``, waiting up to ``wait`` s for an append when there are
+        none; and the mark taken before the last fetch when it found nothing. With
+        ``quiet``, that mark of the caller's previous call, a fetch is skipped while
+        no append was notified since: an idle stream costs no query per poll."""
+        watch = self._watch
+
+        def attempt() -> list[StoredEvent]:
+            nonlocal quiet
+            if watch.quiet_since(topic_id, quiet):
+                return []
+            mark = watch.mark(topic_id)
+            events = fetch()
+            quiet = None if events else mark
             return events
+
+        events = attempt()
+        if events or wait <= 0:
+            return events, quiet
         deadline = gevent.get_hub().loop.now() + wait
         while True:
-            appended = self._watch.waiter(topic_id)
+            appended = watch.waiter(topic_id)  # before looking, so no append slips by
             try:
-                events = fetch()
+                events = attempt()
                 remaining = deadline - gevent.get_hub().loop.now()
                 if events or remaining <= 0:
-                    return events
+                    return events, quiet
                 appended.wait(remaining)
             finally:
-                self._watch.forget(topic_id, appended)
+                watch.forget(topic_id, appended)
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
         rows = self._query(BOUNDS, (self._topic_id(topic),))
@@ -296,6 +331,7 @@ class PostgresReader:
         self._positions = dict(positions)
         self._order = sorted(self._positions)
         self._closed = False
+        self._quiet: Mark | None = None  # taken before the last read that found nothing
 
     def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
         if self._closed or not self._order:
@@ -307,7 +343,8 @@ class PostgresReader:
             self._positions.update(ordered)  # skips over a purged prefix stick
             return events
 
-        events = self._engine._fetch_or_wait(self._topic_id, fetch, timeout)
+        events, self._quiet = self._engine._fetch_or_wait(self._topic_id, fetch, timeout,
+                                                          self._quiet)
         for event in events:
             self._positions[event.partition] = event.offset
         # The next poll starts with the partition after the first one served now.
