@@ -11,9 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import gevent
 import gevent.event
-from gevent.lock import BoundedSemaphore
+import gevent.lock
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.gevent import SequentialGeventHandler
 from kazoo.retry import KazooRetry
@@ -28,12 +27,8 @@ RECONNECT_MAX_DELAY_S = 1.0
 
 SETUP_TIMEOUT_S = 2.0
 
-MAX_IN_FLIGHT = 64
-"""Most requests one process has queued or unanswered at a time; more wait their turn.
-kazoo wakes its connection greenlet with one byte per request on a socket pair;
-with a few hundred requests at once (1,000 streams opening together; measured:
-100 in flight fine, 300 not) the pair fills and the connection stops sending:
-the calls hang, later ones too, and openings got 503 ConnectionClosedError."""
+MAX_IN_FLIGHT = 128
+"""Requests a process has sent to ZooKeeper and not yet had answered, at most."""
 
 
 class ZooKeeperUnavailable(DependencyUnavailable):
@@ -43,21 +38,29 @@ class ZooKeeperUnavailable(DependencyUnavailable):
         super().__init__("ZooKeeper", reason)
 
 
-class _BoundedKazooClient(KazooClient):
-    """A kazoo client that lets at most ``MAX_IN_FLIGHT`` requests in at once."""
+class BoundedKazooClient(KazooClient):
+    """A kazoo client that lets at most ``MAX_IN_FLIGHT`` requests be under way; more
+    wait their turn.
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self._in_flight = BoundedSemaphore(MAX_IN_FLIGHT)
+    kazoo wakes its connection greenlet by writing one byte per request into a
+    socket pair. A few hundred requests queued at once (a thousand streams
+    starting) fill that socket; the next writer then blocks on a socket another
+    greenlet already waits on, which gevent refuses, and kazoo reports that as
+    ``ConnectionClosedError`` although the connection is fine."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._in_flight = gevent.lock.BoundedSemaphore(MAX_IN_FLIGHT)
 
     def _call(self, request: Any, async_object: Any) -> Any:
-        # Every request goes through here, never from kazoo's connection greenlet; a
-        # slot is freed when the answer or failure is set. Requests kazoo chains from
-        # an answer's callback (makepath's parents) run in the hub, which must not
-        # wait: they go in without a slot.
+        # kazoo chains some requests from callbacks in gevent's hub (ensure_path's
+        # creates), which must not wait: those go uncounted.
         if self._in_flight.acquire(blocking=gevent.getcurrent() is not gevent.get_hub()):
-            async_object.rawlink(lambda _: self._in_flight.release())
+            async_object.rawlink(self._answered)
         return super()._call(request, async_object)
+
+    def _answered(self, _result: object) -> None:
+        self._in_flight.release()
 
 
 class ZooKeeper:
@@ -72,7 +75,7 @@ class ZooKeeper:
         self._connected = gevent.event.Event()
         self._rooted = False
         handler = SequentialGeventHandler()
-        self._client = _BoundedKazooClient(
+        self._client = BoundedKazooClient(
             hosts=hosts + root, handler=handler, timeout=timeout_s,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2,
                                         max_delay=RECONNECT_MAX_DELAY_S,

@@ -12,7 +12,7 @@ of that topic.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import gevent
@@ -66,34 +66,21 @@ def log_error(error: psycopg2.Error) -> StorageError:
     return StorageError(f"PostgreSQL log: {error}".strip())
 
 
-Mark = tuple[int, int]
-"""The listener's gaps and the topic's notified appends, at one moment."""
-
-
 class TopicWatch:
     """Wakes greenlets waiting for appends to a topic."""
 
     def __init__(self, dsn: str, timeout_s: float) -> None:
         self._waiters: dict[int, set[gevent.event.Event]] = defaultdict(set)
-        self._appends: dict[int, int] = defaultdict(int)  # notified appends per topic
-        self._gaps = 0  # times appends may have gone unnoticed
         self._listener = Listener(dsn, CHANNEL, self._wake, self._wake_all, timeout_s)
 
-    def mark(self, topic_id: int) -> Mark | None:
-        """Where the topic's notifications stand; None while not listening."""
-        if not self._listener.ensure_listening():
-            return None
-        return (self._gaps, self._appends[topic_id])
-
-    def quiet_since(self, topic_id: int, mark: Mark | None) -> bool:
-        """Whether no append to the topic was notified since ``mark`` (and none can
-        have gone unnoticed): a read that found nothing then would find nothing now."""
-        return mark is not None and self._listener.ensure_listening() \
-            and mark == (self._gaps, self._appends.get(topic_id, 0))
+    def listening(self) -> bool:
+        """Whether appends are heard of (else a waiter may never be set)."""
+        return self._listener.ensure_listening()
 
     def waiter(self, topic_id: int) -> gevent.event.Event:
-        """An event set by the next append to the topic. Register it *before*
-        checking for data, then wait on it; ``forget`` it afterwards."""
+        """An event set by every append to the topic (and when appends may have gone
+        unheard). Register it *before* checking for data, clear it before each
+        check; ``forget`` it afterwards."""
         self._listener.ensure_listening()
         event = gevent.event.Event()
         self._waiters[topic_id].add(event)
@@ -108,13 +95,11 @@ class TopicWatch:
 
     def _wake(self, payloads: set[str]) -> None:
         for topic_id in payloads:
-            self._appends[int(topic_id)] += 1
             for event in self._waiters.get(int(topic_id), ()):
                 event.set()
 
     def _wake_all(self) -> None:
         """Appends may have gone unnoticed: let every waiter look again."""
-        self._gaps += 1
         for waiters in self._waiters.values():
             for event in waiters:
                 event.set()
@@ -224,37 +209,8 @@ class PostgresEngine(StorageEngine):
                 break
         return [StoredEvent(p, offset, bytes(payload)) for p, offset, payload in rows]
 
-    def _fetch_or_wait(self, topic_id: int, fetch: Callable[[], list[StoredEvent]], wait: float,
-                       quiet: Mark | None = None) -> tuple[list[StoredEvent], Mark | None]:
-        """Events from ``fetch``, waiting up to ``wait`` s for an append when there are
-        none; and the mark taken before the last fetch when it found nothing. With
-        ``quiet``, that mark of the caller's previous call, a fetch is skipped while
-        no append was notified since: an idle stream costs no query per poll."""
-        watch = self._watch
-
-        def attempt() -> list[StoredEvent]:
-            nonlocal quiet
-            if watch.quiet_since(topic_id, quiet):
-                return []
-            mark = watch.mark(topic_id)
-            events = fetch()
-            quiet = None if events else mark
-            return events
-
-        events = attempt()
-        if events or wait <= 0:
-            return events, quiet
-        deadline = gevent.get_hub().loop.now() + wait
-        while True:
-            appended = watch.waiter(topic_id)  # before looking, so no append slips by
-            try:
-                events = attempt()
-                remaining = deadline - gevent.get_hub().loop.now()
-                if events or remaining <= 0:
-                    return events, quiet
-                appended.wait(remaining)
-            finally:
-                watch.forget(topic_id, appended)
+    def _listening(self) -> bool:
+        return self._watch.listening()
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
         rows = self._query(BOUNDS, (self._topic_id(topic),))
@@ -323,7 +279,13 @@ class PostgresEngine(StorageEngine):
 
 
 class PostgresReader:
-    """Reads several partitions of one topic, round-robin so none starves."""
+    """Reads several partitions of one topic, round-robin so none starves.
+
+    Its waiter stays registered from the first poll to ``close``: once a read
+    found nothing more, the reader queries again only when an append to the
+    topic was heard of, so an idle reader costs the database nothing. While
+    appends cannot be heard of (the listening connection is down) it reads on
+    every poll."""
 
     def __init__(self, engine: PostgresEngine, topic: str, positions: Mapping[int, int]) -> None:
         self._engine = engine
@@ -331,25 +293,46 @@ class PostgresReader:
         self._positions = dict(positions)
         self._order = sorted(self._positions)
         self._closed = False
-        self._quiet: Mark | None = None  # taken before the last read that found nothing
+        self._appended: gevent.event.Event | None = None
+        self._caught_up = False
 
     def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
         if self._closed or not self._order:
             return []
+        if self._appended is None:
+            self._appended = self._engine._watch.waiter(self._topic_id)
+        clock = gevent.get_hub().loop
+        deadline = clock.now() + timeout
+        while True:
+            listening = self._engine._listening()
+            if not self._caught_up or self._appended.is_set() or not listening:
+                events = self._fetch(max_events)
+                if events:
+                    return events
+            remaining = deadline - clock.now()
+            if remaining <= 0:
+                return []
+            if listening:
+                self._appended.wait(remaining)
+            else:  # appends go unheard: look again after a while
+                gevent.sleep(min(remaining, 1.0))
 
-        def fetch() -> list[StoredEvent]:
-            ordered = {p: self._positions[p] for p in self._order}
-            events = self._engine._read_many(self._topic_id, ordered, max_events)
-            self._positions.update(ordered)  # skips over a purged prefix stick
-            return events
-
-        events, self._quiet = self._engine._fetch_or_wait(self._topic_id, fetch, timeout,
-                                                          self._quiet)
+    def _fetch(self, max_events: int) -> list[StoredEvent]:
+        assert self._appended is not None
+        self._appended.clear()  # before reading: an append from now on sets it again
+        ordered = {p: self._positions[p] for p in self._order}
+        events = self._engine._read_many(self._topic_id, ordered, max_events)
+        self._positions.update(ordered)  # skips over a purged prefix stick
         for event in events:
             self._positions[event.partition] = event.offset
+        # Only an empty read says so: a short one may have stopped at a purged prefix.
+        self._caught_up = not events
         # The next poll starts with the partition after the first one served now.
         self._order = self._order[1:] + self._order[:1]
         return events
 
     def close(self) -> None:
         self._closed = True
+        if self._appended is not None:
+            self._engine._watch.forget(self._topic_id, self._appended)
+            self._appended = None
