@@ -9,6 +9,7 @@ of queueing the request until the connection returns, which kazoo would do.
 
 from __future__ import annotations
 
+import socket
 from typing import Any
 
 import gevent.event
@@ -63,6 +64,27 @@ class BoundedKazooClient(KazooClient):
         self._in_flight.release()
 
 
+WAKE_BUFFER_BYTES = 4 << 20
+"""Buffer of kazoo's wake-up socket pair: each queued request's byte takes several
+hundred bytes of it, so the default (~200 KB) holds only a few hundred. Linux caps
+it at net.core.wmem_max/rmem_max."""
+
+
+class RoomyGeventHandler(SequentialGeventHandler):
+    """kazoo's gevent handler with a wake-up socket pair that holds thousands of
+    queued requests. The requests kazoo chains from callbacks in the hub are not
+    bounded by ``MAX_IN_FLIGHT`` (600 ``ensure_path`` calls at once filled the
+    default socket pair, failed with ``ConnectionClosedError`` and left the client
+    hanging); with this buffer they fit."""
+
+    def create_socket_pair(self) -> tuple[socket.socket, socket.socket]:
+        pair = super().create_socket_pair()
+        for sock in pair:
+            for option in (socket.SO_SNDBUF, socket.SO_RCVBUF):
+                sock.setsockopt(socket.SOL_SOCKET, option, WAKE_BUFFER_BYTES)
+        return pair
+
+
 class ZooKeeper:
     """The process's connection to ZooKeeper, paths relative to ``root``.
 
@@ -74,7 +96,7 @@ class ZooKeeper:
         self._root = root
         self._connected = gevent.event.Event()
         self._rooted = False
-        handler = SequentialGeventHandler()
+        handler = RoomyGeventHandler()
         self._client = BoundedKazooClient(
             hosts=hosts + root, handler=handler, timeout=timeout_s,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2,
