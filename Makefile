@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup system-packages run test lint migrate bench-storage bench-publish bench-stream \
-	bench-subscription bench-pipeline bench-metrics
+	bench-subscription bench-pipeline bench-metrics bench-soak
 
 setup: system-packages $(STAMP)
 
@@ -58,3 +58,7 @@ bench-subscription: setup
 ## The PySpark pipeline: archiver and nakadi source next to Spark reading JSON Lines.
 bench-pipeline: setup
 	$(PYTHON) -m tests.benchmarks.bench_pipeline
+
+## 1,000 open streams and steady publishing for 10 minutes: memory per worker, keep-alive lateness.
+bench-soak: setup
+	$(PYTHON) -m tests.benchmarks.bench_soak

@@ -5,13 +5,17 @@ PostgreSQL cluster and ZooKeeper under the data directory (``./var`` unless
 ``NAKADI_DATA_DIR`` says otherwise) and the Kafka-protocol broker, then serves
 the API with gunicorn. A service whose address is configured
 (``NAKADI_DATABASE_URL``, ``NAKADI_ZOOKEEPER``, ``NAKADI_KAFKA_BOOTSTRAP_SERVERS``)
-is not started: the external one is used. Ctrl-C stops everything in reverse
-order. The test suite uses ``LocalStack`` directly, on free ports.
+is not started: the external one is used. A service that dies is announced
+loudly and started again, and the stack stops when that fails
+(``deploy/supervisor.py``). Ctrl-C stops everything in reverse order. The test
+suite uses ``LocalStack`` directly, on free ports.
 """
 
 from __future__ import annotations
 
+import argparse
 import ctypes
+import functools
 import importlib.util
 import os
 import pwd
@@ -149,8 +153,35 @@ class LocalStack:
                 cwd=self.data_dir,
             )
         service = Service(name, process, stop_signal)
-        self.services.append(service)
+        self.adopt(service)
         return service
+
+    def adopt(self, service: Service) -> None:
+        """Count ``service`` among the stack's; it replaces a dead one of the same name
+        in its place, so the stack still stops in reverse order of starting."""
+        for index, known in enumerate(self.services):
+            if known.name == service.name:
+                self.services[index] = service
+                return
+        self.services.append(service)
+
+    def restart(self, name: str, timeout: float = START_TIMEOUT_S) -> None:
+        """Start a service that died again, on its port and with its data; retried
+        while the port or the shared memory of the dead one is still being released."""
+        start: Callable[[], str] = {
+            "postgres": self.start_postgres,
+            "zookeeper": self.start_zookeeper,
+            "broker": self.start_broker,
+        }[name]
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                start()
+                return
+            except ServiceFailed:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
 
     # -- PostgreSQL ---------------------------------------------------------------
 
@@ -248,10 +279,27 @@ class LocalStack:
         return f"127.0.0.1:{self.kafka_port}"
 
 
-def run() -> int:
-    """Start the stack and serve the API until Ctrl-C or SIGTERM."""
+def _start_gunicorn(root: Path, env: dict[str, str]) -> Service:
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "-c", str(root / "gunicorn.conf.py"), "app.wsgi:app"],
+        env=env, cwd=root, start_new_session=True, preexec_fn=_die_with_parent,
+    )
+    return Service("gunicorn", process)
+
+
+def run(argv: list[str]) -> int:
+    """Start the stack and serve the API until Ctrl-C or SIGTERM. A service that dies
+    meanwhile is announced and started again (``deploy/supervisor.py``)."""
+    from deploy.supervisor import StackFailed, Supervisor
+
+    parser = argparse.ArgumentParser(prog="python -m deploy.localstack run")
+    parser.add_argument("--postgres-port", type=int, default=5433)
+    parser.add_argument("--zookeeper-port", type=int, default=2181)
+    parser.add_argument("--kafka-port", type=int, default=9092)
+    args = parser.parse_args(argv)
     root = Path(__file__).resolve().parent.parent
-    stack = LocalStack(Path(os.environ.get("NAKADI_DATA_DIR", root / "var")).resolve())
+    stack = LocalStack(Path(os.environ.get("NAKADI_DATA_DIR", root / "var")).resolve(),
+                       args.postgres_port, args.zookeeper_port, args.kafka_port)
     stopping = False
 
     def request_stop(signum: int, frame: FrameType | None) -> None:
@@ -260,19 +308,27 @@ def run() -> int:
 
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
+    code = 0
     try:
         env = dict(os.environ, **stack.start(dict(os.environ)))
         print(f"services up ({', '.join(s.name for s in stack.services) or 'all external'});"
               f" logs in {stack.data_dir / 'logs'}", flush=True)
-        gunicorn = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "-c", str(root / "gunicorn.conf.py"),
-             "app.wsgi:app"],
-            env=env, cwd=root, start_new_session=True, preexec_fn=_die_with_parent,
-        )
-        stack.services.append(Service("gunicorn", gunicorn))
-        while not stopping and gunicorn.poll() is None:
+        starters: dict[str, Callable[[], object]] = {
+            name: functools.partial(stack.restart, name)
+            for name in ("postgres", "zookeeper", "broker")}
+        starters["gunicorn"] = lambda: stack.adopt(_start_gunicorn(root, env))
+        starters["gunicorn"]()
+        print("pids: " + ", ".join(f"{s.name} {s.process.pid}" for s in stack.services),
+              flush=True)
+        supervisor = Supervisor(stack, starters, sys.stderr)
+        while not stopping:
+            try:
+                supervisor.check()
+            except StackFailed as error:
+                supervisor.give_up(error)
+                code = 1
+                break
             time.sleep(0.2)
-        code = gunicorn.poll() or 0
     except ServiceFailed as error:
         print(f"error: {error}", file=sys.stderr)
         code = 1
@@ -283,6 +339,10 @@ def run() -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] != ["run"]:
-        sys.exit("usage: python -m deploy.localstack run")
-    sys.exit(run())
+    if sys.argv[1:2] != ["run"]:
+        sys.exit("usage: python -m deploy.localstack run"
+                 " [--postgres-port N] [--zookeeper-port N] [--kafka-port N]")
+    # Run the importable module, not this __main__ copy: deploy.supervisor imports it,
+    # and its ServiceFailed must be the one raised here.
+    from deploy import localstack
+    sys.exit(localstack.run(sys.argv[2:]))

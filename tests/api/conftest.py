@@ -5,6 +5,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -78,8 +79,23 @@ def wait_until_serving(process: subprocess.Popen, url: str, log: Path) -> None:
             time.sleep(0.1)
 
 
+def worker_pids(master: int) -> list[int]:
+    """The gunicorn workers of a master process."""
+    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+    return [int(pid) for pid in children]
+
+
+@dataclass
+class Server:
+    """The session's gunicorn: its URL, master process and log."""
+
+    url: str
+    process: subprocess.Popen
+    log: Path
+
+
 @pytest.fixture(scope="session")
-def base_url(stack_env: dict[str, str], tmp_path_factory) -> Iterator[str]:
+def server(stack_env: dict[str, str], tmp_path_factory) -> Iterator[Server]:
     """A real gunicorn (gevent workers) serving the session's stack."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
     env.update(stack_env)
@@ -88,5 +104,10 @@ def base_url(stack_env: dict[str, str], tmp_path_factory) -> Iterator[str]:
     process = start_gunicorn(env, port, log)
     url = f"http://127.0.0.1:{port}"
     wait_until_serving(process, url, log)
-    yield url
+    yield Server(url, process, log)
     stop_gunicorn(process)
+
+
+@pytest.fixture(scope="session")
+def base_url(server: Server) -> str:
+    return server.url

@@ -119,6 +119,21 @@ def test_requests_gunicorn_refuses_get_problems_too(base_url, event_type, reques
     assert problem["status"] == int(status) and problem["detail"]
 
 
+def test_a_refused_request_line_is_answered_while_the_client_still_sends(base_url):
+    """gunicorn refuses the request line at once; the rest of the request is read and
+    dropped, so the client gets the 414 Problem instead of a connection reset."""
+    host, port = base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(b"POST /event-types?x=" + b"a" * 5000 + b" HTTP/1.1\r\nHost: x\r\n"
+                           + b"X-Padding: " + b"p" * 3000 + b"\r\n" * 2 + b"[" * 500_000)
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, body = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 414 ")
+    assert json.loads(body)["status"] == 414
+
+
 def _schema_with(schema: dict) -> dict:
     return {"type": "json_schema", "schema": json.dumps(schema)}
 

@@ -40,17 +40,29 @@ def start_server(env: dict[str, str], workers: int) -> tuple[subprocess.Popen, i
         try:
             requests.get(f"http://127.0.0.1:{port}/health", timeout=5)
             return server, port
-        except requests.ConnectionError:
+        except (requests.ConnectionError, requests.Timeout):  # not up yet, or a busy machine
             if time.monotonic() > deadline or server.poll() is not None:
+                stop_server(server)
                 raise RuntimeError("gunicorn did not start") from None
             time.sleep(0.2)
 
 
+def stop_server(server: subprocess.Popen) -> None:
+    """SIGTERM, and SIGKILL when open streams keep it past its graceful timeout."""
+    server.terminate()
+    try:
+        server.wait(60)
+    except subprocess.TimeoutExpired:
+        server.kill()
+        server.wait()
+
+
 @contextmanager
-def running_broker(workers: int = 2) -> Iterator[tuple[dict[str, str], int, Path]]:
+def running_broker(workers: int = 2, overrides: dict[str, str] | None = None
+                   ) -> Iterator[tuple[dict[str, str], int, Path]]:
     """The services (started here unless NAKADI_* addresses are set) and a gunicorn
-    with ``workers`` gevent workers: yields its environment, port and a scratch
-    directory, and stops everything afterwards."""
+    with ``workers`` gevent workers and the ``overrides`` settings: yields its
+    environment, port and a scratch directory, and stops everything afterwards."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
     given = {k: v for k, v in os.environ.items() if k.startswith("NAKADI_")}
     work_dir = Path(tempfile.mkdtemp(prefix="nakadi-bench-"))
@@ -59,11 +71,11 @@ def running_broker(workers: int = 2) -> Iterator[tuple[dict[str, str], int, Path
     server = None
     try:
         env.update(given, **stack.start(given))
+        env.update(overrides or {})
         server, port = start_server(env, workers)
         yield env, port, work_dir
     finally:
         if server is not None:
-            server.terminate()
-            server.wait(30)
+            stop_server(server)
         stack.stop()
         shutil.rmtree(work_dir, ignore_errors=True)

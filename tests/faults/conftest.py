@@ -9,15 +9,14 @@ import shutil
 import signal
 import subprocess
 import tempfile
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import psycopg2
 import pytest
 
-from deploy.localstack import LocalStack, ServiceFailed, free_port
+from deploy.localstack import LocalStack, free_port
 from sql.migrate import migrate
 from tests.api.conftest import start_gunicorn, stop_gunicorn, wait_until_serving
 
@@ -50,28 +49,7 @@ class FaultStack:
         self.stack.services.remove(service)
 
     def restart(self, name: str) -> None:
-        """Start the service again on its port, with its data; retried while the
-        port or shared memory of the killed one is still being released."""
-        start: Callable[[], str] = {
-            "postgres": self.stack.start_postgres,
-            "zookeeper": self.stack.start_zookeeper,
-            "broker": self.stack.start_broker,
-        }[name]
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                start()
-                return
-            except ServiceFailed:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
-
-
-def worker_pids(master: int) -> list[int]:
-    """The gunicorn workers of a master process."""
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    return [int(pid) for pid in children]
+        self.stack.restart(name)
 
 
 @pytest.fixture(scope="package")

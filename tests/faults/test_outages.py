@@ -19,7 +19,8 @@ import time
 
 import requests
 
-from tests.faults.conftest import FaultStack, worker_pids
+from tests.api.conftest import worker_pids
+from tests.faults.conftest import FaultStack
 from tests.helpers.load import (
     CLIENT_TIMEOUT_S,
     Answer,

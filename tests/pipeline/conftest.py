@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 # The session's gunicorn and the engine switch, shared with the API tests.
-from tests.api.conftest import base_url, default_storage  # noqa: F401
+from tests.api.conftest import base_url, default_storage, server  # noqa: F401
 
 
 @pytest.fixture(scope="session")
