@@ -6,6 +6,7 @@ import logging
 
 from flask import Flask, Response
 
+from app import lifecycle
 from app.config import Settings
 from app.flow_id import install_flow_id
 from app.input_guard import install_input_guard
@@ -20,7 +21,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     configure_logging(settings.log_level)
     make_green()
-    app = Flask(__name__)
+    app = Flask(__name__, static_folder=None)  # it serves no files
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
     app.extensions["nakadi"] = Services(settings)
     register_problem_handlers(app)
@@ -47,6 +48,7 @@ def create_app(settings: Settings | None = None) -> Flask:
                    settings_api):
         app.register_blueprint(module.blueprint)
     app.after_request(_no_type_without_body)
+    app.after_request(lifecycle.close_connection_when_shutting_down)
     return app
 
 
