@@ -34,6 +34,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         event_types,
         events,
         health,
+        openapi,
         partitions,
         registry,
         subscription_cursors,
@@ -43,7 +44,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     from app.api import settings as settings_api
 
-    for module in (health, event_types, events, partitions, cursor_operations, registry,
+    for module in (health, openapi, event_types, events, partitions, cursor_operations, registry,
                    subscriptions, subscription_events, subscription_cursors, subscription_stats,
                    settings_api):
         app.register_blueprint(module.blueprint)
