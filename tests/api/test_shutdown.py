@@ -83,6 +83,10 @@ def test_sigterm_ends_streams_with_a_complete_last_batch_and_finishes_publishes(
                                {"Content-Type": "application/json",
                                 "Content-Length": str(len(body))})
         publisher.send(body[:len(body) // 2])
+        # An idle keep-alive connection, as load balancers keep them.
+        idle = RawConnection(port)
+        idle.request_head("GET", "/health", {})
+        assert idle.response()[0] == 200
 
         server.send_signal(signal.SIGTERM)
         signalled = time.monotonic()
@@ -106,12 +110,20 @@ def test_sigterm_ends_streams_with_a_complete_last_batch_and_finishes_publishes(
         assert status == 200
         assert headers["connection"] == "close"
         assert publisher.closed_by_server(within=2)
+        # A request on the idle connection is still served, and the connection closed.
+        late = json.dumps([business_event(n) for n in range(6, 8)]).encode()
+        idle.request_head("POST", f"/event-types/{name}/events",
+                          {"Content-Type": "application/json", "Content-Length": str(len(late))})
+        idle.send(late)
+        status, headers, _ = idle.response()
+        assert (status, headers["connection"]) == (200, "close")
+        assert idle.closed_by_server(within=2)
 
         assert server.wait(GRACEFUL_TIMEOUT_S + 5) == 0
         assert time.monotonic() - signalled < GRACEFUL_TIMEOUT_S + 2
         assert "graceful timeout" not in log.read_text().lower()
         # Every acknowledged event is stored: the session's server reads them all.
-        assert stored_amounts(base_url, name, 6) == [0, 1, 2, 3, 4, 5]
+        assert stored_amounts(base_url, name, 8) == list(range(8))
     finally:
         stop_gunicorn(server)
         if subscription is not None:
