@@ -1,5 +1,5 @@
 """``GET /openapi.json``: the API definition of this broker (``openapi.yaml`` beside
-this module), kept equal to the routes by tests/unit/test_openapi.py."""
+this module), kept equal to the routes by tests/unit/test_openapi_routes.py."""
 
 from __future__ import annotations
 
