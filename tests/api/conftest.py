@@ -47,7 +47,8 @@ def start_gunicorn(env: dict[str, str], port: int, log: Path | None = None,
             [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"),
              "app.wsgi:app"],
             env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS="2",
-                     NAKADI_GRACEFUL_TIMEOUT=str(graceful_timeout_s), NAKADI_MAX_STREAMS_PER_PARTITION="3"),
+                     NAKADI_GRACEFUL_TIMEOUT=str(graceful_timeout_s),
+                     NAKADI_MAX_STREAMS_PER_PARTITION="3"),
             cwd=ROOT, stdout=output, stderr=output, text=True,
         )
     finally:

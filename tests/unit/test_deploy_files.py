@@ -6,6 +6,10 @@ accept them (hadolint, the Kubernetes schemas, the Compose specification, yamlli
 
 from __future__ import annotations
 
+import ast
+import configparser
+import importlib.metadata
+import importlib.util
 import json
 import re
 import shlex
@@ -18,6 +22,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from packaging.requirements import Requirement
 
 from app import create_app
 from app.config import Settings
@@ -135,6 +140,64 @@ def test_the_build_stage_copies_what_the_package_needs(tmp_path):
               if path.suffix in (".py", ".sql", ".yaml") and "__pycache__" not in path.parts}
     needed.add("deploy/healthcheck.py")
     assert needed - packaged == set()
+
+
+def normalized(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def installed_closure(requirements: list[str]) -> set[str]:
+    """The distributions a plain ``pip install`` of these requirements brings: each
+    with its own requirements, extras followed, markers evaluated."""
+    seen: set[tuple[str, frozenset[str]]] = set()
+    pending = [Requirement(line) for line in requirements]
+    while pending:
+        requirement = pending.pop()
+        key = (normalized(requirement.name), frozenset(requirement.extras))
+        if key in seen:
+            continue
+        seen.add(key)
+        for line in importlib.metadata.requires(requirement.name) or []:
+            child = Requirement(line)
+            if child.marker is None or any(child.marker.evaluate({"extra": extra})
+                                           for extra in requirement.extras or {""}):
+                pending.append(child)
+    return {name for name, _ in seen}
+
+
+def imported_modules(path: Path) -> set[str]:
+    """The top-level modules a source file imports, wherever in it."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {alias.name.split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_the_package_declares_every_module_it_runs_with():
+    """What the image runs (the broker, gunicorn's config and its gevent worker) imports
+    only modules that installing the package brings: the image installs nothing else."""
+    config = configparser.ConfigParser()
+    config.read(ROOT / "setup.cfg")
+    requirements = [line for line in config["options"]["install_requires"].splitlines()
+                    if line.strip() and not line.strip().startswith("#")]
+    installed = installed_closure(requirements)
+    sources = [ROOT / "gunicorn.conf.py", ROOT / "deploy" / "healthcheck.py",
+               *(ROOT / "app").rglob("*.py"), *(ROOT / "sql").glob("*.py"),
+               *(ROOT / "workers").glob("*.py"),
+               Path(importlib.util.find_spec("gunicorn.workers.ggevent").origin)]
+    owners = importlib.metadata.packages_distributions()
+    missing = {}
+    for source in sources:
+        for module in imported_modules(source) - set(sys.stdlib_module_names) - {
+                "app", "workers", "sql", "deploy", "gunicorn"}:
+            distributions = {normalized(name) for name in owners.get(module, [])}
+            if not distributions & installed:
+                missing[module] = str(source.relative_to(ROOT) if ROOT in source.parents
+                                      else source)
+    assert missing == {}, "imported but not brought by install_requires"
 
 
 # -- docker-compose -----------------------------------------------------------------
