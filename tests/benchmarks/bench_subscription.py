@@ -146,12 +146,12 @@ def low_level_throughput(port: int, name: str, count: int) -> float:
     return count / elapsed
 
 
-def subscription_throughput(port: int, base_url: str, name: str, count: int
-                            ) -> tuple[float, list[float]]:
+def subscription_throughput(port: int, base_url: str, name: str, count: int,
+                            max_uncommitted: int) -> tuple[float, list[float]]:
     """Events/s of a subscription stream from begin, committing every batch, and the
     commits' latencies."""
     client = SubscriptionClient(port, create_subscription(base_url, name), batch_limit=100,
-                                stream_limit=count, max_uncommitted_events=2000)
+                                stream_limit=count, max_uncommitted_events=max_uncommitted)
     committer = Committer(client)
     started = time.perf_counter()
     received = 0
@@ -323,7 +323,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--seconds", type=float, default=20.0, help="latency run length")
-    parser.add_argument("--idle-streams", type=int, default=1000)
+    parser.add_argument("--idle-streams", type=int, default=1000, help="0 to skip")
+    parser.add_argument("--max-uncommitted", type=int, default=2000,
+                        help="max_uncommitted_events of the throughput stream")
     parser.add_argument("--engines", default="postgres,kafka")
     args = parser.parse_args()
 
@@ -335,8 +337,10 @@ def main() -> None:
             name = create_event_type(base_url)
             prepublish(settings, name, engine, args.events)
             reference = low_level_throughput(port, name, args.events)
-            rate, commits = subscription_throughput(port, base_url, name, args.events)
-            print(f"{engine:9} subscription stream, batch_limit 100, commit per batch:"
+            rate, commits = subscription_throughput(port, base_url, name, args.events,
+                                                    args.max_uncommitted)
+            print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
+                  f" max_uncommitted_events {args.max_uncommitted}:"
                   f" {rate:,.0f} events/s; low-level stream {reference:,.0f} events/s"
                   f" ({rate / reference:.0%}); commits p50 {commits[len(commits) // 2]:.1f} ms,"
                   f" p99 {commits[int(len(commits) * 0.99)]:.1f} ms", flush=True)
@@ -351,6 +355,8 @@ def main() -> None:
             seconds = rebalance_time(port, base_url, create_event_type(base_url))
             print(f"{engine:9} rebalance: second stream joined, both receive events after"
                   f" {seconds * 1000:.0f} ms", flush=True)
+        if not args.idle_streams:
+            return
         set_default_storage(settings.database_url, args.engines.split(",")[0])
         opening, per_stream, p99, worst = idle_streams(env, args.idle_streams)
         print(f"idle streams: {args.idle_streams} on one worker, all started after"
