@@ -6,6 +6,7 @@ import logging
 
 from flask import Flask, Response
 
+from app import lifecycle
 from app.config import Settings
 from app.flow_id import install_flow_id
 from app.input_guard import install_input_guard
@@ -21,7 +22,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     settings = settings or Settings.from_env()
     configure_logging(settings.log_level)
     make_green()
-    app = Flask(__name__)
+    app = Flask(__name__, static_folder=None)  # it serves no files
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
     app.extensions["nakadi"] = Services(settings)
     recording.configure(settings.metrics_enabled)
@@ -36,6 +37,7 @@ def create_app(settings: Settings | None = None) -> Flask:
         events,
         health,
         monitoring,
+        openapi,
         partitions,
         registry,
         storages,
@@ -47,11 +49,12 @@ def create_app(settings: Settings | None = None) -> Flask:
     )
     from app.api import settings as settings_api
 
-    for module in (health, event_types, events, partitions, cursor_operations, registry,
+    for module in (health, openapi, event_types, events, partitions, cursor_operations, registry,
                    subscriptions, subscription_events, subscription_cursors, subscription_stats,
                    settings_api, storages, timelines, monitoring):
         app.register_blueprint(module.blueprint)
     app.after_request(_no_type_without_body)
+    app.after_request(lifecycle.close_connection_when_shutting_down)
     return app
 
 

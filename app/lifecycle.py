@@ -39,3 +39,13 @@ def close_connection_after_response() -> None:
     request = getattr(_current, "request", None)
     if request is not None:
         request.must_close = True
+
+
+def close_connection_when_shutting_down(response: Any) -> Any:
+    """``after_request``: once the worker stops, a response that was being prepared
+    (a publish in flight) still goes out whole, but with ``Connection: close``, so
+    that the client does not send more on it and the idle connection does not hold
+    the stopping worker until ``graceful_timeout``."""
+    if is_shutting_down():
+        close_connection_after_response()
+    return response

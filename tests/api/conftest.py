@@ -37,7 +37,8 @@ def default_storage(request, pool) -> Iterator[str]:
     pool.execute("UPDATE storages SET is_default = (id = 'postgres')")
 
 
-def start_gunicorn(env: dict[str, str], port: int, log: Path | None = None) -> subprocess.Popen:
+def start_gunicorn(env: dict[str, str], port: int, log: Path | None = None,
+                   graceful_timeout_s: int = 5) -> subprocess.Popen:
     """gunicorn on the port. Its output goes to ``log`` when given, else to pipes
     for ``communicate()``; a long-lived server must get a log file, as nothing
     reads the pipes and a full pipe stops the server."""
@@ -47,7 +48,8 @@ def start_gunicorn(env: dict[str, str], port: int, log: Path | None = None) -> s
             [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"),
              "app.wsgi:app"],
             env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS="2",
-                     NAKADI_GRACEFUL_TIMEOUT="5", NAKADI_MAX_STREAMS_PER_PARTITION="3"),
+                     NAKADI_GRACEFUL_TIMEOUT=str(graceful_timeout_s),
+                     NAKADI_MAX_STREAMS_PER_PARTITION="3"),
             cwd=ROOT, stdout=output, stderr=output, text=True,
         )
     finally:

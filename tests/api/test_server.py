@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import sys
 import time
 
 import requests
 
 from deploy.localstack import free_port
-from tests.api.conftest import assert_problem, start_gunicorn, stop_gunicorn
+from tests.api.conftest import ROOT, assert_problem, start_gunicorn, stop_gunicorn
 
 
 def test_health_lists_every_dependency(base_url):
@@ -78,3 +79,17 @@ def test_start_fails_fast_naming_an_unreachable_kafka(server_env):
     assert code != 0
     assert f"nakadi: cannot start: Kafka at 127.0.0.1:{dead} is unreachable" in err
     assert "Traceback" not in err
+
+
+def test_the_container_health_check_follows_health(base_url, server_env):
+    """The image's HEALTHCHECK command: 0 while /health is 200, 1 when nothing answers."""
+    def check(bind: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "deploy.healthcheck"], cwd=ROOT,
+                              env=dict(server_env, NAKADI_BIND=bind), capture_output=True,
+                              text=True, timeout=10)
+
+    serving = check("0.0.0.0:" + base_url.rsplit(":", 1)[1])
+    assert serving.returncode == 0, serving.stderr
+    dead = check(f"0.0.0.0:{free_port()}")
+    assert dead.returncode == 1
+    assert "/health" in dead.stderr

@@ -1,0 +1,88 @@
+"""HTTP/1.1 on a bare socket, for what client libraries hide: a request whose body
+arrives in parts, and whether the server closed the connection after a response."""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterator
+
+
+class RawConnection:
+    """One TCP connection to the server, spoken to byte by byte."""
+
+    def __init__(self, port: int, timeout: float = 15) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self._buffer = b""
+
+    def send(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def request_head(self, method: str, path: str, headers: dict[str, str]) -> None:
+        lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
+        lines += [f"{name}: {value}" for name, value in headers.items()]
+        self.send(("\r\n".join(lines) + "\r\n\r\n").encode())
+
+    def _fill(self) -> bool:
+        data = self.sock.recv(65536)
+        self._buffer += data
+        return bool(data)
+
+    def _take_until(self, marker: bytes) -> bytes:
+        while marker not in self._buffer:
+            assert self._fill(), f"the connection closed before {marker!r}"
+        taken, self._buffer = self._buffer.split(marker, 1)
+        return taken
+
+    def _take(self, count: int) -> bytes:
+        while len(self._buffer) < count:
+            assert self._fill(), "the connection closed inside a body"
+        taken, self._buffer = self._buffer[:count], self._buffer[count:]
+        return taken
+
+    def head(self) -> tuple[int, dict[str, str]]:
+        """The status and headers (lower-case names) of the next response."""
+        head = self._take_until(b"\r\n\r\n").decode()
+        status_line, *header_lines = head.split("\r\n")
+        headers = {name.strip().lower(): value.strip() for name, value in
+                   (line.split(":", 1) for line in header_lines)}
+        return int(status_line.split()[1]), headers
+
+    def chunks(self) -> Iterator[bytes]:
+        """The chunks of a chunked body as they come. The body must end with its last
+        chunk: a cut stream fails here."""
+        while size := int(self._take_until(b"\r\n").split(b";")[0], 16):
+            yield self._take(size)
+            assert self._take(2) == b"\r\n"
+        assert self._take_until(b"\r\n") == b""  # no trailers
+
+    def lines(self) -> Iterator[bytes]:
+        """The lines of a chunked body as they come; the body must end with a newline."""
+        pending = b""
+        for chunk in self.chunks():
+            *complete, pending = (pending + chunk).split(b"\n")
+            yield from complete
+        assert pending == b"", f"the body ends inside a line: {pending[:200]!r}"
+
+    def response(self) -> tuple[int, dict[str, str], bytes]:
+        """The next response: status, headers and the whole body."""
+        status, headers = self.head()
+        if headers.get("transfer-encoding") == "chunked":
+            return status, headers, b"".join(self.chunks())
+        return status, headers, self._take(int(headers.get("content-length", "0")))
+
+    def closed_by_server(self, within: float) -> bool:
+        """Whether the server closes the connection (end of file, nothing more sent)
+        within the given seconds."""
+        deadline = time.monotonic() + within
+        while time.monotonic() < deadline:
+            self.sock.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                if not self._fill():
+                    return self._buffer == b""
+            except TimeoutError:
+                return False
+        return False
+
+    def close(self) -> None:
+        self.sock.close()
