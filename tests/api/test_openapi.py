@@ -58,6 +58,8 @@ def assert_conforms(response: requests.Response, template: str, method: str) -> 
     validator = Draft202012Validator(schema, registry=REGISTRY)
     if media_type == "application/x-json-stream":
         values = [json.loads(line) for line in response.iter_lines() if line]
+    elif media_type.startswith("text/"):
+        values = [response.text]
     else:
         values = [response.json()]
     for value in values:
@@ -176,3 +178,16 @@ def test_settings_answers_follow_the_definition(base_url):
                                                        "enabled": True})
     call(base_url, "PUT", "/settings/blacklist/{blacklist_type}/{name}",
          "/settings/blacklist/NOT_A_TYPE/app")
+
+
+def test_operations_answers_follow_the_definition(base_url, event_type):
+    call(base_url, "GET", "/metrics")
+    call(base_url, "GET", "/metrics/prometheus")
+    call(base_url, "GET", "/storages")
+    call(base_url, "GET", "/storages/{storage_id}", "/storages/postgres")
+    call(base_url, "GET", "/storages/{storage_id}", "/storages/no-such-storage")
+    call(base_url, "POST", "/storages", json={"id": "x", "storage_type": "carrier-pigeon"})
+    call(base_url, "DELETE", "/storages/{storage_id}", "/storages/no-such-storage")
+    call(base_url, "GET", "/event-types/{name}/timelines", f"/event-types/{event_type}/timelines")
+    call(base_url, "POST", "/event-types/{name}/timelines",
+         f"/event-types/{event_type}/timelines", json={"storage_id": "no-such-storage"})
