@@ -96,11 +96,12 @@ def publish_figures(run: Run, batch: int) -> None:
         if engine == "postgres":
             storage_label = "PostgreSQL"
             storage = ceilings.postgres_rows_per_second(
-                run.env["NAKADI_DATABASE_URL"], batch, seconds)
+                run.env["NAKADI_DATABASE_URL"], batch, seconds, connections)
         else:
             storage_label = "raw produce"
             storage = ceilings.kafka_produce_per_second(
-                run.env["NAKADI_KAFKA_BOOTSTRAP_SERVERS"], run.kafka_topic, batch, seconds)
+                run.env["NAKADI_KAFKA_BOOTSTRAP_SERVERS"], run.kafka_topic, batch, seconds,
+                connections)
         rate, p50, _ = saturate(f"{run.base_url}/event-types/{name}/events", body_path,
                                 connections, seconds)
         ceiling = min(noop_rate * batch, storage)
@@ -196,7 +197,7 @@ def summary(run: Run) -> None:
     rounds = run.args.rounds
     print(f"\n{rounds} round(s); {run.args.workers} gunicorn workers, {run.args.connections} "
           f"wrk connections, {run.args.seconds:.0f} s per measurement, "
-          f"{ceilings.CLIENTS} storage clients; values of each round separated by '/'\n")
+          f"as many storage clients; values of each round separated by '/'\n")
     print("| figure | broker | ceiling in the same run | share | target |")
     print("|---|---|---|---|---|")
     for figure in run.figures.values():
