@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -83,32 +84,60 @@ def events_per_s(rate: float) -> str:
     return f"{rate:,.0f} ev/s"
 
 
+def interleaved(measures: dict[str, Callable[[float], tuple[float, ...]]], seconds: float,
+                slice_s: float) -> dict[str, tuple[float, ...]]:
+    """Run each measure for ``slice_s`` in turn until each had ``seconds``, so that a
+    figure and its ceilings see the same machine; per measure, the mean of the first
+    value (a rate) and the median of the others (latencies)."""
+    slices: dict[str, list[tuple[float, ...]]] = {name: [] for name in measures}
+    for _ in range(max(1, round(seconds / slice_s))):
+        for name, measure in measures.items():
+            slices[name].append(measure(slice_s))
+    summary = {}
+    for name, results in slices.items():
+        rates, *latencies = zip(*results, strict=True)
+        summary[name] = (statistics.mean(rates), *map(statistics.median, latencies))
+    return summary
+
+
 def publish_figures(run: Run, batch: int) -> None:
     """Saturated publishing of ``batch``-event requests on every engine, next to the no-op
     POST of the same body and the storage's own rate at that batch size."""
-    seconds, connections = run.args.seconds, run.args.connections
+    connections = run.args.connections
     body = json.dumps([order_event(n) for n in range(batch)]).encode()
     body_path = run.work_dir / f"body-{batch}.json"
     body_path.write_bytes(body)
-    noop_rate, _, _ = saturate(f"http://127.0.0.1:{run.noop_port}/event-types/noop/events",
-                               body_path, connections, seconds)
+
+    def posting(url: str) -> Callable[[float], tuple[float, ...]]:
+        return lambda seconds: saturate(url, body_path, connections, seconds)
+
+    measures = {"no-op": posting(f"http://127.0.0.1:{run.noop_port}/event-types/noop/events")}
+    storages: dict[str, ceilings.PostgresInserts | ceilings.KafkaProduce] = {}
     for engine, name in run.publish_to.items():
-        if engine == "postgres":
-            storage_label = "PostgreSQL"
-            storage = ceilings.postgres_rows_per_second(
-                run.env["NAKADI_DATABASE_URL"], batch, seconds, connections)
-        else:
-            storage_label = "raw produce"
-            storage = ceilings.kafka_produce_per_second(
-                run.env["NAKADI_KAFKA_BOOTSTRAP_SERVERS"], run.kafka_topic, batch, seconds,
-                connections)
-        rate, p50, _ = saturate(f"{run.base_url}/event-types/{name}/events", body_path,
-                                connections, seconds)
+        storages[engine] = (
+            ceilings.PostgresInserts(run.env["NAKADI_DATABASE_URL"], batch, connections)
+            if engine == "postgres" else
+            ceilings.KafkaProduce(run.env["NAKADI_KAFKA_BOOTSTRAP_SERVERS"], run.kafka_topic,
+                                  batch, connections))
+        measures[f"{engine} storage"] = lambda s, storage=storages[engine]: (storage.rate(s),)
+        measures[engine] = posting(f"{run.base_url}/event-types/{name}/events")
+    # Slices of 1 s while requests take milliseconds; one run when they take longer.
+    slice_s = max(1.0, run.args.seconds / 5) if batch <= 100 else run.args.seconds
+    try:
+        results = interleaved(measures, run.args.seconds, slice_s)
+    finally:
+        for storage in storages.values():
+            storage.close()
+    noop_rate = results["no-op"][0]
+    for engine, name in run.publish_to.items():
+        rate, p50 = results[engine][:2]
+        storage = results[f"{engine} storage"][0]
         ceiling = min(noop_rate * batch, storage)
         run.record(f"{engine} publish, batch {batch}",
                    "60%" if engine == "postgres" else "80%",
                    f"{events_per_s(rate * batch)} p50 {p50:.0f}ms",
-                   f"no-op POST {events_per_s(noop_rate * batch)}, {storage_label} "
+                   f"no-op POST {events_per_s(noop_rate * batch)}, "
+                   f"{'PostgreSQL' if engine == 'postgres' else 'raw produce'} "
                    f"{events_per_s(storage)}", f"{rate * batch / ceiling:.0%}")
         if batch == 1:
             half_load_latency(run, engine, name, body, rate / 2)

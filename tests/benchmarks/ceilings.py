@@ -9,7 +9,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
 
 import gevent
 import psycopg2
@@ -23,41 +22,50 @@ from tests.benchmarks.noop_app import stored_event
 PARTITIONS = 8
 
 
-def postgres_rows_per_second(dsn: str, batch: int, seconds: float, clients: int) -> float:
-    """Rows/s inserted into a table shaped like the log's, ``batch`` rows per
-    transaction, each committed durably (the server's own settings), from ``clients``
-    connections at once."""
-    make_green()  # the broker's client stack: psycopg2 waiting through gevent
-    table = f"bench_ceiling_{uuid.uuid4().hex[:8]}"
-    setup = psycopg2.connect(dsn)
-    setup.autocommit = True
-    with setup.cursor() as cursor:
-        cursor.execute(f"CREATE TABLE {table} (LIKE log_events INCLUDING ALL)")
-    with setup.cursor() as cursor:  # rendered once: the client's work is not measured
-        payloads = cursor.mogrify(
-            "%s::bytea[]", ([psycopg2.Binary(stored_event(n)) for n in range(batch)],)).decode()
-    insert = (f"INSERT INTO {table} (topic_id, partition, event_offset, payload)"
-              f" SELECT 1, %s, %s + o, p FROM unnest({payloads}) WITH ORDINALITY AS e (p, o)")
-    counts = [0] * clients
-    deadline = time.perf_counter() + seconds
+class PostgresInserts:
+    """Rows inserted into a table shaped like the log's, ``batch`` rows per transaction,
+    each committed durably (the server's own settings), from ``clients`` connections at
+    once. Connections stay open between measurements."""
 
-    def inserter(index: int) -> None:
-        conn = psycopg2.connect(dsn)
-        try:
+    def __init__(self, dsn: str, batch: int, clients: int) -> None:
+        make_green()  # the broker's client stack: psycopg2 waiting through gevent
+        self._table = f"bench_ceiling_{uuid.uuid4().hex[:8]}"
+        self._batch = batch
+        self._conns = [psycopg2.connect(dsn) for _ in range(clients)]
+        self._inserted = [0] * clients
+        setup = self._conns[0]
+        with setup, setup.cursor() as cursor:
+            cursor.execute(f"CREATE TABLE {self._table} (LIKE log_events INCLUDING ALL)")
+            # Rendered once: the client's own work is not what is measured.
+            payloads = cursor.mogrify("%s::bytea[]", (
+                [psycopg2.Binary(stored_event(n)) for n in range(batch)],)).decode()
+        self._insert = (
+            f"INSERT INTO {self._table} (topic_id, partition, event_offset, payload)"
+            f" SELECT 1, %s, %s + o, p FROM unnest({payloads}) WITH ORDINALITY AS e (p, o)")
+
+    def rate(self, seconds: float) -> float:
+        """Rows/s over ``seconds``."""
+        deadline = time.perf_counter() + seconds
+        before = sum(self._inserted)
+
+        def inserter(index: int) -> None:
+            conn = self._conns[index]
             while time.perf_counter() < deadline:
                 with conn, conn.cursor() as cursor:
-                    cursor.execute(insert, (index, counts[index]))
-                counts[index] += batch
-        finally:
-            conn.close()
+                    cursor.execute(self._insert, (index, self._inserted[index]))
+                self._inserted[index] += self._batch
 
-    started = time.perf_counter()
-    gevent.joinall([gevent.spawn(inserter, i) for i in range(clients)], raise_error=True)
-    elapsed = time.perf_counter() - started
-    with setup.cursor() as cursor:
-        cursor.execute(f"DROP TABLE {table}")
-    setup.close()
-    return sum(counts) / elapsed
+        started = time.perf_counter()
+        gevent.joinall([gevent.spawn(inserter, i) for i in range(len(self._conns))],
+                       raise_error=True)
+        return (sum(self._inserted) - before) / (time.perf_counter() - started)
+
+    def close(self) -> None:
+        setup = self._conns[0]
+        with setup, setup.cursor() as cursor:
+            cursor.execute(f"DROP TABLE {self._table}")
+        for conn in self._conns:
+            conn.close()
 
 
 def _kafka_error(error: object) -> None:
@@ -73,32 +81,52 @@ def create_kafka_topic(bootstrap: str) -> str:
     return topic
 
 
-def kafka_produce_per_second(bootstrap: str, topic: str, batch: int, seconds: float,
-                             clients: int) -> float:
-    """Events/s produced by ``clients`` producers (the broker's producer settings:
-    idempotent, acks=all), each producing ``batch`` events and then waiting until
-    all are acknowledged."""
-    payloads = [stored_event(n) for n in range(batch)]
-    counts = [0] * clients
-    failures: list[BaseException] = []
-    deadline = time.perf_counter() + seconds
+class KafkaProduce:
+    """Events produced by ``clients`` producers (the broker's producer settings:
+    idempotent, acks=all), each producing ``batch`` events and then waiting until all
+    are acknowledged. Producers stay up, warmed, between measurements."""
 
-    def producer(index: int) -> None:
-        client = Clients(bootstrap, {}, _kafka_error).producer(30)
-        try:
-            while time.perf_counter() < deadline:
-                for n, payload in enumerate(payloads):
-                    client.produce(topic, payload, partition=(index + n) % PARTITIONS)
-                if client.flush(30) != 0:
-                    raise RuntimeError("kafka did not acknowledge a batch within 30 s")
-                counts[index] += batch
-        except BaseException as error:
-            failures.append(error)
+    def __init__(self, bootstrap: str, topic: str, batch: int, clients: int) -> None:
+        self._topic = topic
+        self._payloads = [stored_event(n) for n in range(batch)]
+        self._producers = [Clients(bootstrap, {}, _kafka_error).producer(30)
+                           for _ in range(clients)]
+        for index in range(clients):
+            self._produce_batch(index)  # metadata and producer id fetched before measuring
 
-    rate = _threads_rate(producer, clients, counts)
-    if failures:
-        raise failures[0]
-    return rate
+    def _produce_batch(self, index: int) -> None:
+        producer = self._producers[index]
+        for n, payload in enumerate(self._payloads):
+            producer.produce(self._topic, payload, partition=(index + n) % PARTITIONS)
+        if producer.flush(30) != 0:
+            raise RuntimeError("kafka did not acknowledge a batch within 30 s")
+
+    def rate(self, seconds: float) -> float:
+        """Events/s over ``seconds``."""
+        deadline = time.perf_counter() + seconds
+        counts = [0] * len(self._producers)
+        failures: list[BaseException] = []
+
+        def produce(index: int) -> None:
+            try:
+                while time.perf_counter() < deadline:
+                    self._produce_batch(index)
+                    counts[index] += len(self._payloads)
+            except BaseException as error:
+                failures.append(error)
+
+        threads = [threading.Thread(target=produce, args=(i,)) for i in range(len(counts))]
+        started = time.perf_counter()
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+        return sum(counts) / (time.perf_counter() - started)
+
+    def close(self) -> None:
+        self._producers.clear()
 
 
 def kafka_consume_per_second(bootstrap: str, topic: str, count: int) -> float:
@@ -118,13 +146,3 @@ def kafka_consume_per_second(bootstrap: str, topic: str, count: int) -> float:
     finally:
         consumer.close()
     return received / (time.perf_counter() - started)
-
-
-def _threads_rate(target: Callable[[int], None], clients: int, counts: list[int]) -> float:
-    threads = [threading.Thread(target=target, args=(i,)) for i in range(clients)]
-    started = time.perf_counter()
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return sum(counts) / (time.perf_counter() - started)
