@@ -14,6 +14,7 @@ from app.repository.event_types import event_type_with_timeline
 from app.repository.subscriptions import get_subscription
 from app.services import services
 from app.storage.engine import PartitionBounds, StorageError, StorageUnavailable
+from app.subscriptions.known_offsets import known_newest, learn
 from app.subscriptions.partitions import (
     EventTypeGone,
     SubscriptionPartitions,
@@ -48,8 +49,14 @@ def partition_bounds(timeline: Timeline) -> dict[int, PartitionBounds]:
     return {available.partition: available for available in bounds}
 
 
-def subscription_or_404(subscription_id: str) -> Subscription:
-    found = get_subscription(services().pool, subscription_id)
+def subscription_or_404(subscription_id: str, cached: bool = False) -> Subscription:
+    """The subscription from the database, or with ``cached`` from the in-process cache
+    (which hears of a deletion or change a moment after it is committed: callers
+    must not act on a deleted subscription because of it)."""
+    if cached:
+        found = services().subscriptions.get(subscription_id)
+    else:
+        found = get_subscription(services().pool, subscription_id)
     if found is None:
         raise Problem(404, f"Subscription '{subscription_id}' does not exist.")
     return found
@@ -69,3 +76,14 @@ def subscription_bounds(partitions: SubscriptionPartitions
     """The available range of every partition of a subscription, read once."""
     return {name: partition_bounds(timeline) for name, timeline in partitions.timelines.items()}
 
+
+
+def newest_offset(timeline: Timeline, partition: int, position: int) -> int:
+    """An offset known to exist in the partition at ``position`` or past it, else its
+    newest one: the storage is asked only for positions past what this process read."""
+    known = known_newest(timeline.id, partition)
+    if position <= known:
+        return known
+    for found in partition_bounds(timeline).values():
+        learn(timeline.id, found.partition, found.newest)
+    return known_newest(timeline.id, partition)

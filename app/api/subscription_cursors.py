@@ -10,6 +10,7 @@ from flask import Blueprint, Response, jsonify, request
 
 from app.api.body import json_body
 from app.api.lookups import (
+    newest_offset,
     subscription_bounds,
     subscription_or_404,
     subscription_partitions_of,
@@ -66,20 +67,24 @@ def _stream_id() -> str:
 @blueprint.post("/subscriptions/<subscription_id>/cursors")
 @needs_scope(Operation.READ)
 def commit_cursors(subscription_id: str) -> Response:
-    subscription = subscription_or_404(subscription_id)
+    """The hot path of a subscription: the subscription comes from the cache, as only
+    ZooKeeper decides whether the commit is taken (the stream's session is removed
+    with the subscription)."""
+    subscription = subscription_or_404(subscription_id, cached=True)
     require_subscription_reader(subscription)
     stream_id = _stream_id()
     body = json_body()
     partitions = subscription_partitions_of(subscription)
-    bounds = subscription_bounds(partitions)
     try:
-        cursors = [checked_commit(item, partitions, bounds) for item in cursor_items(body)]
+        cursors = [checked_commit(item, partitions, newest_offset)
+                   for item in cursor_items(body)]
     except CursorInvalid as error:
         raise Problem(422, str(error)) from None
     try:
         results = commit(SubscriptionState(services().zookeeper, subscription.id),
                          stream_id, cursors)
     except CommitRefused as refused:
+        subscription_or_404(subscription_id)  # deleted meanwhile: a 404, as it was
         raise Problem(422, str(refused)) from None
     if all(r.result == "committed" for r in results):
         return _no_content()

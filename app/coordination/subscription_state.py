@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Callable, Iterable, Mapping
 
+import gevent
 import orjson
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -198,6 +199,89 @@ class SubscriptionState:
                 self.zookeeper.exists(self.offset_path(key), watch=watch)
             return None
         return data.decode()
+
+    def committed_many(self, keys: Iterable[PartitionKey],
+                       watch_for: Callable[[PartitionKey], Watch] | None = None
+                       ) -> dict[PartitionKey, str | None]:
+        """``committed`` of several partitions in one round trip (the reads run at once)."""
+        zookeeper = self.zookeeper
+        pending = {key: zookeeper.get_async(self.offset_path(key),
+                                            watch=watch_for(key) if watch_for else None)
+                   for key in keys}
+        found: dict[PartitionKey, str | None] = {}
+        for key, result in pending.items():
+            try:
+                data, _ = result.get()
+                found[key] = data.decode()
+            except NoNodeError:
+                found[key] = self.committed(key, watch_for(key) if watch_for else None)
+        return found
+
+    def committed_later(self, key: PartitionKey, watch: Watch,
+                        done: Callable[[PartitionKey, str | Exception | None], None]) -> None:
+        """``committed`` in a greenlet of its own: ``done`` gets the offset (or the
+        error) once read; ``watch`` fires once on the next commit."""
+        def read() -> None:
+            try:
+                committed = self.committed(key, watch)
+            except Exception as error:  # handed to the stream, which ends
+                done(key, error)
+            else:
+                done(key, committed)
+
+        gevent.spawn(read)
+
+    def commit_check(self, session_id: str, keys: Iterable[PartitionKey]
+                     ) -> tuple[bool, Topology, dict[PartitionKey, tuple[str, int] | None]]:
+        """What a commit decides on, read in one round trip: whether the session is
+        open, the topology, and each partition's committed offset with its version
+        (None where none is stored)."""
+        zookeeper = self.zookeeper
+        session = zookeeper.exists_async(f"{self.sessions_path}/{session_id}")
+        topology = zookeeper.get_async(self.topology_path)
+        offsets = {key: zookeeper.get_async(self.offset_path(key)) for key in set(keys)}
+        current: dict[PartitionKey, tuple[str, int] | None] = {}
+        for key, result in offsets.items():
+            try:
+                data, stat = result.get()
+                current[key] = (data.decode(), stat.version)
+            except NoNodeError:
+                current[key] = None
+        if session.get() is None:
+            return False, Topology(()), current
+        try:
+            data, _ = topology.get()
+        except NoNodeError:
+            if zookeeper.exists(self.root) is None:
+                raise SubscriptionGone(self.root) from None
+            data = b""
+        return True, _topology_from(data), current
+
+    def commit_all(self, offsets: Mapping[PartitionKey, str],
+                   current: Mapping[PartitionKey, tuple[str, int] | None]
+                   ) -> set[PartitionKey]:
+        """Write each partition's new offset (further than its ``current`` one, as read
+        by ``commit_check``) at once; where another commit came in between, fall back
+        to ``commit``, which moves the offset only forward. Returns the partitions
+        whose offset another commit had already moved as far or further."""
+        zookeeper = self.zookeeper
+        writes = {}
+        for key, offset in offsets.items():
+            known = current.get(key)
+            if known is not None:
+                writes[key] = zookeeper.set_async(self.offset_path(key), offset.encode(),
+                                                  version=known[1])
+        outdated = set()
+        for key, result in writes.items():
+            try:
+                result.get()
+            except (BadVersionError, NoNodeError):
+                if not self.commit(key, offsets[key]):
+                    outdated.add(key)
+        for key, offset in offsets.items():
+            if current.get(key) is None and not self.commit(key, offset):
+                outdated.add(key)
+        return outdated
 
     def commit(self, key: PartitionKey, offset: str) -> bool:
         """Move the partition's committed offset forward to ``offset``; False when

@@ -9,7 +9,10 @@ of queueing the request until the connection returns, which kazoo would do.
 
 from __future__ import annotations
 
+from typing import Any
+
 import gevent.event
+import gevent.lock
 from kazoo.client import KazooClient, KazooState
 from kazoo.handlers.gevent import SequentialGeventHandler
 from kazoo.retry import KazooRetry
@@ -24,12 +27,40 @@ RECONNECT_MAX_DELAY_S = 1.0
 
 SETUP_TIMEOUT_S = 2.0
 
+MAX_IN_FLIGHT = 128
+"""Requests a process has sent to ZooKeeper and not yet had answered, at most."""
+
 
 class ZooKeeperUnavailable(DependencyUnavailable):
     """There is no connection to ZooKeeper right now."""
 
     def __init__(self, reason: str) -> None:
         super().__init__("ZooKeeper", reason)
+
+
+class BoundedKazooClient(KazooClient):
+    """A kazoo client that lets at most ``MAX_IN_FLIGHT`` requests be under way; more
+    wait their turn.
+
+    kazoo wakes its connection greenlet by writing one byte per request into a
+    socket pair. A few hundred requests queued at once (a thousand streams
+    starting) fill that socket; the next writer then blocks on a socket another
+    greenlet already waits on, which gevent refuses, and kazoo reports that as
+    ``ConnectionClosedError`` although the connection is fine."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._in_flight = gevent.lock.BoundedSemaphore(MAX_IN_FLIGHT)
+
+    def _call(self, request: Any, async_object: Any) -> Any:
+        # kazoo chains some requests from callbacks in gevent's hub (ensure_path's
+        # creates), which must not wait: those go uncounted.
+        if self._in_flight.acquire(blocking=gevent.getcurrent() is not gevent.get_hub()):
+            async_object.rawlink(self._answered)
+        return super()._call(request, async_object)
+
+    def _answered(self, _result: object) -> None:
+        self._in_flight.release()
 
 
 class ZooKeeper:
@@ -44,7 +75,7 @@ class ZooKeeper:
         self._connected = gevent.event.Event()
         self._rooted = False
         handler = SequentialGeventHandler()
-        self._client = KazooClient(
+        self._client = BoundedKazooClient(
             hosts=hosts + root, handler=handler, timeout=timeout_s,
             connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2,
                                         max_delay=RECONNECT_MAX_DELAY_S,

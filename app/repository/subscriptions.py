@@ -26,6 +26,8 @@ from app.repository.database import ConnectionPool
 COLUMNS = ('id, owning_application, event_types, consumer_group, read_from, initial_cursors,'
            ' "authorization", created_at, updated_at')
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+CHANGES_CHANNEL = "nakadi_subscriptions"
+NOTIFY_CHANGE = "SELECT pg_notify('nakadi_subscriptions', %s)"
 # A create that finds its key taken, and the holder deleted before it could be
 # read, tries again; more than this many times in a row is not a race any more.
 INSERT_ATTEMPTS = 5
@@ -170,12 +172,20 @@ def update_authorization(pool: ConnectionPool, subscription_id: str,
             cursor.execute(f"SELECT {COLUMNS} FROM subscriptions WHERE id = %s",
                            (subscription_id,))
             row = cursor.fetchone()
+        else:
+            cursor.execute(NOTIFY_CHANGE, (subscription_id,))
     return _subscription(row) if row is not None else None
 
 
 def delete_subscription(pool: ConnectionPool, subscription_id: str) -> bool:
-    """Delete a subscription's row; False when there was none."""
-    return pool.execute("DELETE FROM subscriptions WHERE id = %s", (subscription_id,)) == 1
+    """Delete a subscription's row; False when there was none. Every process hears of
+    it (``CHANGES_CHANNEL``) once it is committed."""
+    with pool.transaction() as cursor:
+        cursor.execute("DELETE FROM subscriptions WHERE id = %s", (subscription_id,))
+        if cursor.rowcount != 1:
+            return False
+        cursor.execute(NOTIFY_CHANGE, (subscription_id,))
+    return True
 
 
 def readers_of(cursor: psycopg2.extensions.cursor, event_type: str) -> list[str]:
@@ -192,4 +202,7 @@ def delete_sole_readers(cursor: psycopg2.extensions.cursor, event_type: str) -> 
     caller's transaction; returns their ids."""
     cursor.execute("DELETE FROM subscriptions WHERE event_types = ARRAY[%s]::text[]"
                    " RETURNING id", (event_type,))
-    return [str(row[0]) for row in cursor.fetchall()]
+    deleted = [str(row[0]) for row in cursor.fetchall()]
+    for subscription_id in deleted:
+        cursor.execute(NOTIFY_CHANGE, (subscription_id,))
+    return deleted

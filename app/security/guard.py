@@ -19,7 +19,6 @@ from app.domain.event_type import EventType
 from app.domain.security import AdminPermission, Feature
 from app.domain.subscription import Subscription
 from app.problems import Problem, problem_response
-from app.repository import subscriptions
 from app.security.authentication import AuthenticationUnavailable, Unauthenticated
 from app.security.policy import Decision, Operation, Policy
 from app.security.service import Security
@@ -179,12 +178,13 @@ def consumer_still_allowed(event_types: Sequence[str]) -> Callable[[], bool]:
 
 def subscription_reader_still_allowed(subscription: Subscription) -> Callable[[], bool]:
     """``consumer_still_allowed`` for a subscription stream, which also needs its reader
-    to stay one of the subscription's readers (re-read every SUBSCRIPTION_CHECK_INTERVAL_S)."""
+    to stay one of the subscription's readers (from the subscription cache, which hears
+    of every change of its authorization, every SUBSCRIPTION_CHECK_INTERVAL_S)."""
     current, subject = services(), current_subject()
     consumer = _consumer_check(subscription.event_types)
 
     def subscription_reader() -> bool:
-        stored = subscriptions.get_subscription(current.pool, subscription.id)
+        stored = current.subscriptions.get(subscription.id)
         if stored is None:
             return True  # a deleted subscription ends its streams by itself
         decision = current.security.policy(subject).subscription(

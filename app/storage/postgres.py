@@ -12,7 +12,7 @@ of that topic.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 
 import gevent
@@ -73,9 +73,14 @@ class TopicWatch:
         self._waiters: dict[int, set[gevent.event.Event]] = defaultdict(set)
         self._listener = Listener(dsn, CHANNEL, self._wake, self._wake_all, timeout_s)
 
+    def listening(self) -> bool:
+        """Whether appends are heard of (else a waiter may never be set)."""
+        return self._listener.ensure_listening()
+
     def waiter(self, topic_id: int) -> gevent.event.Event:
-        """An event set by the next append to the topic. Register it *before*
-        checking for data, then wait on it; ``forget`` it afterwards."""
+        """An event set by every append to the topic (and when appends may have gone
+        unheard). Register it *before* checking for data, clear it before each
+        check; ``forget`` it afterwards."""
         self._listener.ensure_listening()
         event = gevent.event.Event()
         self._waiters[topic_id].add(event)
@@ -204,22 +209,8 @@ class PostgresEngine(StorageEngine):
                 break
         return [StoredEvent(p, offset, bytes(payload)) for p, offset, payload in rows]
 
-    def _fetch_or_wait(self, topic_id: int, fetch: Callable[[], list[StoredEvent]], wait: float
-                       ) -> list[StoredEvent]:
-        events = fetch()
-        if events or wait <= 0:
-            return events
-        deadline = gevent.get_hub().loop.now() + wait
-        while True:
-            appended = self._watch.waiter(topic_id)
-            try:
-                events = fetch()
-                remaining = deadline - gevent.get_hub().loop.now()
-                if events or remaining <= 0:
-                    return events
-                appended.wait(remaining)
-            finally:
-                self._watch.forget(topic_id, appended)
+    def _listening(self) -> bool:
+        return self._watch.listening()
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
         rows = self._query(BOUNDS, (self._topic_id(topic),))
@@ -288,7 +279,13 @@ class PostgresEngine(StorageEngine):
 
 
 class PostgresReader:
-    """Reads several partitions of one topic, round-robin so none starves."""
+    """Reads several partitions of one topic, round-robin so none starves.
+
+    Its waiter stays registered from the first poll to ``close``: once a read
+    found nothing more, the reader queries again only when an append to the
+    topic was heard of, so an idle reader costs the database nothing. While
+    appends cannot be heard of (the listening connection is down) it reads on
+    every poll."""
 
     def __init__(self, engine: PostgresEngine, topic: str, positions: Mapping[int, int]) -> None:
         self._engine = engine
@@ -296,23 +293,46 @@ class PostgresReader:
         self._positions = dict(positions)
         self._order = sorted(self._positions)
         self._closed = False
+        self._appended: gevent.event.Event | None = None
+        self._caught_up = False
 
     def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
         if self._closed or not self._order:
             return []
+        if self._appended is None:
+            self._appended = self._engine._watch.waiter(self._topic_id)
+        clock = gevent.get_hub().loop
+        deadline = clock.now() + timeout
+        while True:
+            listening = self._engine._listening()
+            if not self._caught_up or self._appended.is_set() or not listening:
+                events = self._fetch(max_events)
+                if events:
+                    return events
+            remaining = deadline - clock.now()
+            if remaining <= 0:
+                return []
+            if listening:
+                self._appended.wait(remaining)
+            else:  # appends go unheard: look again after a while
+                gevent.sleep(min(remaining, 1.0))
 
-        def fetch() -> list[StoredEvent]:
-            ordered = {p: self._positions[p] for p in self._order}
-            events = self._engine._read_many(self._topic_id, ordered, max_events)
-            self._positions.update(ordered)  # skips over a purged prefix stick
-            return events
-
-        events = self._engine._fetch_or_wait(self._topic_id, fetch, timeout)
+    def _fetch(self, max_events: int) -> list[StoredEvent]:
+        assert self._appended is not None
+        self._appended.clear()  # before reading: an append from now on sets it again
+        ordered = {p: self._positions[p] for p in self._order}
+        events = self._engine._read_many(self._topic_id, ordered, max_events)
+        self._positions.update(ordered)  # skips over a purged prefix stick
         for event in events:
             self._positions[event.partition] = event.offset
+        # Only an empty read says so: a short one may have stopped at a purged prefix.
+        self._caught_up = not events
         # The next poll starts with the partition after the first one served now.
         self._order = self._order[1:] + self._order[:1]
         return events
 
     def close(self) -> None:
         self._closed = True
+        if self._appended is not None:
+            self._engine._watch.forget(self._topic_id, self._appended)
+            self._appended = None

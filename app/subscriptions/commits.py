@@ -20,6 +20,7 @@ import gevent.event
 
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.topology import PartitionKey
+from app.subscriptions import local_streams
 from app.subscriptions.cursors import CheckedCursor
 
 RESET_WAIT_S = 15.0
@@ -43,12 +44,15 @@ class CommitResult:
 
 def commit(state: SubscriptionState, stream_id: str, cursors: Sequence[CheckedCursor]
            ) -> list[CommitResult]:
-    """Commit each cursor for the stream, in order."""
-    if not state.session_exists(stream_id):
+    """Commit each cursor for the stream, in order: a cursor is ``committed`` when it
+    moves its partition's offset forward (past the one before, or past an earlier
+    cursor of the same commit), else ``outdated``. The checks and the writes are
+    each one ZooKeeper round trip, however many partitions the commit names."""
+    open_session, topology, current = state.commit_check(stream_id, [c.key for c in cursors])
+    if not open_session:
         raise CommitRefused(f"stream {stream_id} is not an open stream of this subscription: "
                             "it ended (commit within commit_timeout of receiving a batch), or "
                             "the id is wrong; use the X-Nakadi-StreamId of the stream")
-    topology = state.topology()
     for cursor in cursors:
         assignment = topology.get(cursor.key)
         if assignment is None or not assignment.held_by(stream_id):
@@ -56,8 +60,19 @@ def commit(state: SubscriptionState, stream_id: str, cursors: Sequence[CheckedCu
                 f"partition {cursor.key[1]} of {cursor.key[0]} is not read by stream "
                 f"{stream_id}: it went to another stream in a rebalance; its events will "
                 "be sent again from the last commit")
-    return [CommitResult(c.sent, "committed" if state.commit(c.key, c.offset) else "outdated")
-            for c in cursors]
+    newest = {key: known[0] for key, known in current.items() if known is not None}
+    moved: dict[PartitionKey, str] = {}
+    results: list[tuple[CheckedCursor, bool]] = []
+    for cursor in cursors:
+        forward = cursor.key not in newest or newest[cursor.key] < cursor.offset
+        if forward:
+            newest[cursor.key] = moved[cursor.key] = cursor.offset
+        results.append((cursor, forward))
+    lost = state.commit_all(moved, current)  # to a concurrent commit that went further
+    local_streams.committed(stream_id, {key: offset for key, offset in moved.items()
+                                        if key not in lost})
+    return [CommitResult(cursor.sent, "committed" if forward and cursor.key not in lost
+                         else "outdated") for cursor, forward in results]
 
 
 def reset(state: SubscriptionState, cursors: Sequence[CheckedCursor],

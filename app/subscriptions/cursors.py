@@ -8,7 +8,7 @@ of its partitions, the offset one this broker issued for its timeline.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,15 +54,16 @@ def cursor_items(body: Any) -> list:
     return body["items"]
 
 
-def checked_commit(cursor: Any, partitions: SubscriptionPartitions, bounds: Bounds
-                   ) -> CheckedCursor:
+def checked_commit(cursor: Any, partitions: SubscriptionPartitions,
+                   newest_of: Callable[[Timeline, int, int], int]) -> CheckedCursor:
     """A cursor to commit: one the subscription could have sent (not past the
-    partition's newest event; an expired one is still accepted)."""
+    partition's newest event; an expired one is still accepted). ``newest_of`` gives a
+    partition's newest offset, or any offset at least as far as the one asked about."""
     event_type, partition, offset = _shape(cursor, with_token=True)
     timeline = _timeline(event_type, partitions, cursor)
     number = partition_number(partition, timeline, cursor)
     position = engine_offset(offset, timeline, cursor)
-    newest = bounds[event_type][number].newest
+    newest = newest_of(timeline, number, position)
     if position > newest:
         raise CursorInvalid(f"{_describe(cursor)}: the offset is past the newest event of the "
                             f"partition, {encode_offset(timeline.order, newest)}")

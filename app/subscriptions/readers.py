@@ -1,10 +1,12 @@
 """Reading a subscription stream's partitions, across event types and storages.
 
 Each event type the stream reads has its own storage reader, polled by its own
-greenlet (so a wait on one storage never delays another) into one inbox. The
-stream takes events from the inbox only as far as its limits allow; readers
-poll only while the inbox holds less than the stream asked for, so a paused
-stream (``max_uncommitted_events`` reached) reads nothing.
+greenlet (so a wait on one storage never delays another) into one inbox, a poll's
+events at a time. The stream takes events from the inbox only as far as its
+limits allow; readers poll while the inbox holds less than the stream asked for
+plus ``read_ahead``, so when a commit frees room the next events are at hand
+at once, and a paused stream (``max_uncommitted_events`` reached) holds at most
+``read_ahead`` events it has not sent.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import gevent
 import gevent.event
 
 from app.domain.topology import PartitionKey
-from app.storage.engine import StorageEngine, StorageError, StreamReader
+from app.storage.engine import StorageEngine, StorageError, StoredEvent, StreamReader
 from app.subscriptions.partitions import SubscriptionPartitions
 
 POLL_WAIT_S = 1.0
@@ -25,8 +27,40 @@ MAX_POLL_EVENTS = 5000
 
 log = logging.getLogger(__name__)
 
-InboxEntry = tuple[PartitionKey, int, bytes]
-"""(partition, engine offset, payload) of one event read."""
+
+
+class Inbox:
+    """Events read and not yet taken by the stream: (event type, events of one poll)."""
+
+    def __init__(self) -> None:
+        self._polls: deque[tuple[str, list[StoredEvent]]] = deque()
+        self._size = 0
+
+    def __len__(self) -> int:
+        return self._size
+
+    def put(self, event_type: str, events: list[StoredEvent]) -> None:
+        self._polls.append((event_type, events))
+        self._size += len(events)
+
+    def take(self, count: int) -> list[tuple[str, list[StoredEvent]]]:
+        """Up to ``count`` of the oldest events, in the order they were read."""
+        taken = []
+        while self._polls and count > 0:
+            event_type, events = self._polls[0]
+            if len(events) > count:
+                self._polls[0] = (event_type, events[count:])
+                events = events[:count]
+            else:
+                self._polls.popleft()
+            taken.append((event_type, events))
+            self._size -= len(events)
+            count -= len(events)
+        return taken
+
+    def clear(self) -> None:
+        self._polls.clear()
+        self._size = 0
 
 
 class _Pump:
@@ -47,11 +81,13 @@ class PartitionReaders:
     it got and closes its reader itself, within ``POLL_WAIT_S``."""
 
     def __init__(self, partitions: SubscriptionPartitions,
-                 engine_for: Callable[[str], StorageEngine], wake: gevent.event.Event) -> None:
+                 engine_for: Callable[[str], StorageEngine], wake: gevent.event.Event,
+                 read_ahead: int = 0) -> None:
         self._partitions = partitions
         self._engine_for = engine_for
         self._wake = wake
-        self.inbox: deque[InboxEntry] = deque()
+        self._read_ahead = min(read_ahead, MAX_POLL_EVENTS)
+        self.inbox = Inbox()
         self.error: StorageError | None = None
         self._wanted = 0
         self._demand = gevent.event.Event()
@@ -59,8 +95,8 @@ class PartitionReaders:
 
     def want(self, count: int) -> None:
         """How many events the stream could take now; readers poll only up to that."""
-        self._wanted = count
-        if count - len(self.inbox) > 0:
+        self._wanted = max(0, count) + self._read_ahead
+        if self._wanted - len(self.inbox) > 0:
             self._demand.set()
 
     def read(self, positions: Mapping[PartitionKey, int]) -> None:
@@ -105,8 +141,7 @@ class PartitionReaders:
                     continue
                 events = pump.reader.poll(min(room, MAX_POLL_EVENTS), POLL_WAIT_S)
                 if events and not pump.stopped:
-                    self.inbox.extend(((event_type, str(e.partition)), e.offset, e.payload)
-                                      for e in events)
+                    self.inbox.put(event_type, events)
                     self._wake.set()
         except StorageError as error:
             if not pump.stopped:

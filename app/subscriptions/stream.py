@@ -30,8 +30,10 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 
 import gevent
 import gevent.event
@@ -51,6 +53,7 @@ from app.storage.engine import StorageEngine, StorageError, TopicNotFound
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.lines import batch_line
+from app.subscriptions import known_offsets, local_streams
 from app.subscriptions.departure import leave
 from app.subscriptions.partitions import SubscriptionPartitions
 from app.subscriptions.readers import PartitionReaders
@@ -90,11 +93,13 @@ class SubscriptionStream:
         self._still_allowed = still_allowed  # the reader's rights, re-checked while streaming
         self._session = Session(self.id, params.requested)
         self._wake = gevent.event.Event()
-        self._readers = PartitionReaders(partitions, engine_for, self._wake)
+        self._readers = PartitionReaders(partitions, engine_for, self._wake,
+                                         read_ahead=params.max_uncommitted_events)
         self._batcher: Batcher[PartitionKey] = Batcher(params.limits, (), clock)
         self._held: dict[PartitionKey, _Held] = {}
         self._topology_changed = self._sessions_changed = self._control_changed = True
-        self._commits_changed: set[PartitionKey] = set()
+        self._commits_read: dict[PartitionKey, str | Exception | None] = {}
+        self._commit_watches: dict[PartitionKey, Callable[[object], None]] = {}
         self._commit_deadline: float | None = None
         self._end_reason: str | None = None
         self._graceful = False
@@ -115,6 +120,7 @@ class SubscriptionStream:
             state.initialize_offsets(starting_offsets())
         self._taken_directly()
         state.register(self._session)
+        local_streams.opened(self.id, self._committed_here)
         state.zookeeper.add_listener(self._connection_changed)
         try:
             topology = state.rebalance(self._partitions.partition_keys())
@@ -233,10 +239,24 @@ class SubscriptionStream:
         return fired
 
     def _commit_seen(self, key: PartitionKey) -> Callable[[object], None]:
-        def fired(_event: object) -> None:
-            self._commits_changed.add(key)
-            self._wake.set()
-        return fired
+        """The watch on a partition's committed offset: read it again (arming the next
+        watch) without holding up the stream's loop, which applies what was read. One
+        function per partition, so that kazoo keeps one watch however often it is armed."""
+        watch = self._commit_watches.get(key)
+        if watch is None:
+            def watch(_event: object) -> None:
+                self._state.committed_later(key, self._commit_seen(key), self._commit_read)
+            self._commit_watches[key] = watch
+        return watch
+
+    def _commit_read(self, key: PartitionKey, committed: str | Exception | None) -> None:
+        """A committed offset read (or told by a commit in this process)."""
+        self._commits_read[key] = committed
+        self._wake.set()
+
+    def _committed_here(self, offsets: Mapping[PartitionKey, str]) -> None:
+        for key, offset in offsets.items():
+            self._commit_read(key, offset)
 
     def _follow_zookeeper(self) -> None:
         """Act on what the watches reported, arming them again."""
@@ -254,10 +274,7 @@ class SubscriptionStream:
         if self._topology_changed:
             self._topology_changed = False
             self._follow(state.topology(watch=self._signal("_topology_changed")))
-        while self._commits_changed:
-            key = self._commits_changed.pop()
-            if key in self._held:
-                self._update_committed(key)
+        self._apply_commits()
 
     def _follow(self, topology: Topology) -> None:
         """Stream what the topology gives this session; stop what it takes away."""
@@ -281,8 +298,9 @@ class SubscriptionStream:
                 self._held[key].releasing_since = None
                 self._batcher.add(key)
                 changed = True
-        for key in sorted(streaming - set(self._held), key=key_order):
-            position = self._update_committed(key)
+        new = sorted(streaming - set(self._held), key=key_order)
+        for key, committed in self._state.committed_many(new, self._commit_seen).items():
+            position = self._engine_position(key, committed)
             self._held[key] = _Held(position, position, position)
             self._batcher.add(key)
             changed = True
@@ -295,16 +313,24 @@ class SubscriptionStream:
         if held.releasing_since is None:
             self._batcher.remove(key)
 
-    def _update_committed(self, key: PartitionKey) -> int:
-        committed = self._state.committed(key, watch=self._commit_seen(key))
-        position = self._partitions.engine_offset(key, committed) if committed else -1
+    def _engine_position(self, key: PartitionKey, committed: str | None) -> int:
+        return self._partitions.engine_offset(key, committed) if committed else -1
+
+    def _apply_commits(self) -> None:
+        """Take in the committed offsets read since the last turn."""
+        read, self._commits_read = self._commits_read, {}
+        for key, committed in read.items():
+            if isinstance(committed, Exception):
+                raise committed
+            self._update_committed(key, self._engine_position(key, committed))
+
+    def _update_committed(self, key: PartitionKey, position: int) -> None:
         held = self._held.get(key)
         if held is not None and position > held.committed:
             held.committed = position
             self._commit_deadline = None
             if self._uncommitted() > 0:
                 self._commit_deadline = self._clock() + self._params.commit_timeout
-        return position
 
     def _hand_over_committed(self) -> None:
         now = self._clock()
@@ -317,16 +343,20 @@ class SubscriptionStream:
                 self._held.pop(key)
 
     def _take_read_events(self) -> None:
-        inbox = self._readers.inbox
-        capacity = self._capacity()
-        while inbox and capacity > 0:
-            key, offset, payload = inbox.popleft()
-            held = self._held.get(key)
-            if held is None or held.releasing_since is not None or offset != held.read + 1:
-                continue  # a partition given up, or read again after a change
-            held.read = offset
-            self._batcher.take(key, [payload])
-            capacity -= 1
+        for event_type, events in self._readers.inbox.take(self._capacity()):
+            for partition, run in groupby(events, key=attrgetter("partition")):
+                key = (event_type, str(partition))
+                held = self._held.get(key)
+                if held is None or held.releasing_since is not None:
+                    continue  # a partition given up
+                payloads = []
+                for event in run:
+                    if event.offset == held.read + 1:  # else read again after a change
+                        held.read = event.offset
+                        payloads.append(event.payload)
+                self._batcher.take(key, payloads)
+                known_offsets.learn(self._partitions.timelines[event_type].id, partition,
+                                    held.read)
 
     def _uncommitted(self) -> int:
         return sum(max(0, h.sent - h.committed) for h in self._held.values())
@@ -384,8 +414,7 @@ class SubscriptionStream:
             while self._uncommitted() > 0 and self._clock() < deadline \
                     and not lifecycle.is_shutting_down() and not self._zookeeper_lost:
                 self._wake.clear()
-                while self._commits_changed:  # the watches armed while streaming
-                    self._update_committed(self._commits_changed.pop())
+                self._apply_commits()  # read by the watches armed while streaming
                 if self._uncommitted() > 0:
                     self._wake.wait(min(CHECK_INTERVAL_S, max(0.0, deadline - self._clock())))
         except (KazooException, SubscriptionGone) as error:
@@ -404,4 +433,5 @@ class SubscriptionStream:
         """Remove the session and give its partitions to the others."""
         self._readers.close()
         self._state.zookeeper.remove_listener(self._connection_changed)
+        local_streams.closed(self.id)
         leave(self._state, self.id, self._partitions.partition_keys())

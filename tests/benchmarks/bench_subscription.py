@@ -18,8 +18,9 @@ For each engine it prints:
 - rebalance: with one stream receiving events, the time from a second stream's
   request until both streams have received events;
 - idle streams (first engine only): ``--idle-streams`` subscription streams
-  held open on ONE gunicorn worker, the worker's memory per stream, and how
-  late their keep-alives (batch_flush_timeout 2 s) come.
+  opened at once on ONE gunicorn worker: the time until all have started, the
+  worker's memory per stream, and how late their keep-alives (batch_flush_timeout
+  2 s) come over the 12 s after that.
 
 Starts its own PostgreSQL, ZooKeeper and Kafka-protocol broker on free ports
 unless NAKADI_* addresses are set.
@@ -145,12 +146,12 @@ def low_level_throughput(port: int, name: str, count: int) -> float:
     return count / elapsed
 
 
-def subscription_throughput(port: int, base_url: str, name: str, count: int
-                            ) -> tuple[float, list[float]]:
+def subscription_throughput(port: int, base_url: str, name: str, count: int,
+                            max_uncommitted: int) -> tuple[float, list[float]]:
     """Events/s of a subscription stream from begin, committing every batch, and the
     commits' latencies."""
     client = SubscriptionClient(port, create_subscription(base_url, name), batch_limit=100,
-                                stream_limit=count, max_uncommitted_events=2000)
+                                stream_limit=count, max_uncommitted_events=max_uncommitted)
     committer = Committer(client)
     started = time.perf_counter()
     received = 0
@@ -264,9 +265,10 @@ def worker_rss_kb(master_pid: int) -> int:
                     if line.startswith("VmRSS:")).split()[1])
 
 
-def idle_streams(env: dict[str, str], count: int) -> tuple[float, float, float]:
-    """KB of worker memory per open subscription stream, and the p99 and max lateness
-    (s) of keep-alives due every 2 s, with ``count`` streams on one worker."""
+def idle_streams(env: dict[str, str], count: int) -> tuple[float, float, float, float]:
+    """Seconds until ``count`` subscription streams opened at once on one worker have
+    all sent their first line, then KB of worker memory per open stream, and the p99
+    and max lateness (s) of their keep-alives, due every 2 s."""
     server, port = start_server(dict(env, NAKADI_WORKER_CONNECTIONS=str(count + 100)), 1)
     try:
         base_url = f"http://127.0.0.1:{port}"
@@ -276,35 +278,44 @@ def idle_streams(env: dict[str, str], count: int) -> tuple[float, float, float]:
         before = worker_rss_kb(server.pid)
         selector = selectors.DefaultSelector()
         last_seen: dict[socket.socket, float] = {}
+        last_data: dict[socket.socket, bytes] = {}
+        started: set[socket.socket] = set()
         lateness: list[float] = []
+        opened = time.perf_counter()
         for subscription in subscriptions:
             sock = socket.create_connection(("127.0.0.1", port))
             sock.sendall(f"GET /subscriptions/{subscription}/events?batch_flush_timeout=2"
                          f" HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
             sock.setblocking(False)
             selector.register(sock, selectors.EVENT_READ)
-            last_seen[sock] = time.perf_counter()
-        settle_until = time.perf_counter() + 6
-        measure_until = settle_until + 12
+            last_seen[sock] = opened
+        all_started = measure_until = opened + 120  # until every stream sent a line
         while (now := time.perf_counter()) < measure_until:
             for key, _ in selector.select(timeout=0.5):
-                sock = key.fileobj
-                data = sock.recv(65536)  # type: ignore[union-attr]
+                sock = key.fileobj  # type: ignore[assignment]
+                data = sock.recv(65536)
                 now = time.perf_counter()
-                if data.count(b"cursor") and now > settle_until:
-                    lateness.append(max(0.0, now - last_seen[sock] - 2.0))  # type: ignore[index]
-                if data:
-                    last_seen[sock] = now  # type: ignore[index]
+                if not data:
+                    raise RuntimeError(f"a stream ended: {last_data.get(sock, b'')!r}")
+                last_data[sock] = (last_data.get(sock, b"") + data)[-600:]
+                if b"cursor" in data:
+                    if sock in started and now > all_started:
+                        lateness.append(max(0.0, now - last_seen[sock] - 2.0))
+                    started.add(sock)
+                last_seen[sock] = now
+            if len(started) == count and all_started > now:
+                all_started, measure_until = now, now + 2 + 12  # one round, then measure
         after = worker_rss_kb(server.pid)
         for sock in last_seen:
             sock.close()
-        if not lateness:
-            raise RuntimeError("no keep-alive arrived")
+        if len(started) < count:
+            raise RuntimeError(f"only {len(started)} of {count} streams started within 120 s")
         lateness.sort()
-        return ((after - before) / count, lateness[int(len(lateness) * 0.99)], lateness[-1])
+        return (all_started - opened, (after - before) / count,
+                lateness[int(len(lateness) * 0.99)], lateness[-1])
     finally:
         server.terminate()
-        server.wait(30)
+        server.wait(60)
 
 
 def main() -> None:
@@ -312,7 +323,9 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=300_000)
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--seconds", type=float, default=20.0, help="latency run length")
-    parser.add_argument("--idle-streams", type=int, default=1000)
+    parser.add_argument("--idle-streams", type=int, default=1000, help="0 to skip")
+    parser.add_argument("--max-uncommitted", type=int, default=2000,
+                        help="max_uncommitted_events of the throughput stream")
     parser.add_argument("--engines", default="postgres,kafka")
     args = parser.parse_args()
 
@@ -324,8 +337,10 @@ def main() -> None:
             name = create_event_type(base_url)
             prepublish(settings, name, engine, args.events)
             reference = low_level_throughput(port, name, args.events)
-            rate, commits = subscription_throughput(port, base_url, name, args.events)
-            print(f"{engine:9} subscription stream, batch_limit 100, commit per batch:"
+            rate, commits = subscription_throughput(port, base_url, name, args.events,
+                                                    args.max_uncommitted)
+            print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
+                  f" max_uncommitted_events {args.max_uncommitted}:"
                   f" {rate:,.0f} events/s; low-level stream {reference:,.0f} events/s"
                   f" ({rate / reference:.0%}); commits p50 {commits[len(commits) // 2]:.1f} ms,"
                   f" p99 {commits[int(len(commits) * 0.99)]:.1f} ms", flush=True)
@@ -340,9 +355,12 @@ def main() -> None:
             seconds = rebalance_time(port, base_url, create_event_type(base_url))
             print(f"{engine:9} rebalance: second stream joined, both receive events after"
                   f" {seconds * 1000:.0f} ms", flush=True)
+        if not args.idle_streams:
+            return
         set_default_storage(settings.database_url, args.engines.split(",")[0])
-        per_stream, p99, worst = idle_streams(env, args.idle_streams)
-        print(f"idle streams: {args.idle_streams} on one worker, {per_stream:.0f} KB each;"
+        opening, per_stream, p99, worst = idle_streams(env, args.idle_streams)
+        print(f"idle streams: {args.idle_streams} on one worker, all started after"
+              f" {opening:.1f} s, {per_stream:.0f} KB each;"
               f" keep-alives every 2 s late by p99 {p99 * 1000:.0f} ms,"
               f" max {worst * 1000:.0f} ms", flush=True)
 

@@ -1,0 +1,54 @@
+"""Rows kept in memory for the hot paths, dropped when PostgreSQL says they changed.
+
+Every change sends a NOTIFY (with the key) in the transaction that makes it;
+each process drops the entry when it hears it, and drops everything when its
+listening connection was lost. While it cannot listen, it reads from the
+database every time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+from app.repository.database import ConnectionPool
+from app.repository.notifications import Listener
+
+V = TypeVar("V")
+
+
+class NotifiedCache(Generic[V]):
+    def __init__(self, pool: ConnectionPool, channel: str,
+                 load: Callable[[ConnectionPool, str], V | None]) -> None:
+        self._pool = pool
+        self._load = load
+        self._entries: dict[str, V] = {}
+        # Bumped by every invalidation: a load that raced with one is not kept.
+        self._generation = 0
+        self._listener = Listener(pool.dsn, channel, self._forget, self._forget_all,
+                                  pool.timeout_s)
+
+    def get(self, key: str) -> V | None:
+        """The entry, or None when the database has none."""
+        entry = self._entries.get(key)
+        if entry is not None:
+            return entry
+        listening = self._listener.ensure_listening()
+        generation = self._generation
+        entry = self._load(self._pool, key)
+        if entry is not None and listening and generation == self._generation:
+            self._entries[key] = entry
+        return entry
+
+    def _forget(self, keys: set[str]) -> None:
+        self._generation += 1
+        for key in keys:
+            self._entries.pop(key, None)
+
+    def _forget_all(self) -> None:
+        self._generation += 1
+        self._entries.clear()
+
+    def close(self) -> None:
+        self._listener.close()
+        self._entries.clear()
