@@ -175,7 +175,7 @@ def stream_figures(run: Run) -> None:
         sub_count = min(count, run.args.subscription_events)
         low = bench_subscription.low_level_throughput(run.port, name, sub_count)
         rate, commits = bench_subscription.subscription_throughput(
-            run.port, run.base_url, name, sub_count)
+            run.port, run.base_url, name, sub_count, run.args.max_uncommitted)
         run.record(f"{engine} subscription stream", "70%",
                    f"{events_per_s(rate)} commit p99 {commits[int(len(commits) * .99)]:.0f}ms",
                    f"low-level stream batch 100 {events_per_s(low)}", f"{rate / low:.0%}")
@@ -246,6 +246,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,10,100,1000")
     parser.add_argument("--events", type=int, default=1_000_000, help="streamed from begin")
     parser.add_argument("--subscription-events", type=int, default=300_000)
+    parser.add_argument("--max-uncommitted", type=int, default=2000,
+                        help="max_uncommitted_events of the subscription stream")
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
