@@ -3,8 +3,8 @@ VENV ?= .venv
 PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup system-packages run test lint migrate bench-storage bench-publish bench-stream \
-	bench-subscription bench-pipeline bench-metrics bench-soak
+.PHONY: setup system-packages run test lint migrate bench bench-storage bench-publish \
+	bench-stream bench-subscription bench-pipeline bench-metrics bench-soak
 
 setup: system-packages $(STAMP)
 
@@ -33,6 +33,12 @@ lint: setup
 ## Apply SQL migrations to NAKADI_DATABASE_URL.
 migrate: setup
 	$(PYTHON) -m sql.migrate
+
+## Every figure next to its ceiling from the same run, as a share (~10 min; QUICK=1: ~3 min).
+bench: setup
+	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		$$sudo apt-get install -y -q wrk; }
+	$(PYTHON) -m tests.benchmarks.bench_all $(if $(QUICK),--quick)
 
 bench-storage: setup
 	$(PYTHON) -m tests.benchmarks.bench_storage

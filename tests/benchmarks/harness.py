@@ -28,10 +28,12 @@ def set_default_storage(database_url: str, storage_id: str) -> None:
     conn.close()
 
 
-def start_server(env: dict[str, str], workers: int) -> tuple[subprocess.Popen, int]:
+def start_server(env: dict[str, str], workers: int, config: str = str(ROOT / "gunicorn.conf.py"),
+                 app: str = "app.wsgi:app") -> tuple[subprocess.Popen, int]:
+    """A gunicorn serving ``app`` with ``config``, once it answers ``/health``."""
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "-c", str(ROOT / "gunicorn.conf.py"), "app.wsgi:app"],
+        [sys.executable, "-m", "gunicorn", "-c", config, app],
         env=dict(env, NAKADI_BIND=f"127.0.0.1:{port}", NAKADI_WORKERS=str(workers),
                  NAKADI_LOG_LEVEL="WARNING"),
         cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

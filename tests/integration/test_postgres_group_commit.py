@@ -1,0 +1,49 @@
+"""Group commit on the postgres engine: concurrent appends share one statement, and
+one that cannot be stored fails alone, leaving nothing half-written."""
+
+from __future__ import annotations
+
+import uuid
+
+import gevent
+import pytest
+
+from app.repository.storages import get_storage
+from app.storage.engine import BEFORE_FIRST, StorageError
+from app.storage.engines import build_engine
+
+
+@pytest.fixture
+def topics(postgres_engine):
+    names = [f"test-{uuid.uuid4().hex[:12]}" for _ in range(2)]
+    for name in names:
+        postgres_engine.create_topic(name, partitions=3, retention_ms=3_600_000)
+    yield names
+    for name in names:
+        postgres_engine.delete_topic(name)
+
+
+def test_an_append_to_a_missing_partition_stores_nothing(postgres_engine, topics):
+    with pytest.raises(StorageError):
+        postgres_engine.append_many(topics[0], {0: [b'{"n":1}'], 7: [b'{"n":2}']})
+    assert postgres_engine.append(topics[0], 0, [b'{"n":3}']) == [0]
+
+
+def test_a_failing_append_fails_alone_in_a_shared_statement(postgres_engine, topics, pool):
+    live, doomed = topics
+    postgres_engine.append(doomed, 0, [b'{"n":0}'])  # this engine caches the topic's id
+    other_process = build_engine(get_storage(pool, "postgres"), pool)
+    other_process.delete_topic(doomed)
+    other_process.close()
+
+    # Spawned together, the appends queue before a writer runs: they share a statement.
+    appends = [gevent.spawn(postgres_engine.append_many, live, {0: [b'{"n":1}'], 2: [b'{"n":2}']}),
+               gevent.spawn(postgres_engine.append_many, doomed, {1: [b'{"n":3}']}),
+               gevent.spawn(postgres_engine.append_many, live, {1: [b'{"n":4}']})]
+    gevent.joinall(appends)
+    assert appends[0].value == {0: [0], 2: [0]}
+    assert isinstance(appends[1].exception, StorageError)
+    assert appends[2].value == {1: [0]}
+    stored = {p: [e.payload for e in postgres_engine.read(live, p, BEFORE_FIRST, 10)]
+              for p in range(3)}
+    assert stored == {0: [b'{"n":1}'], 1: [b'{"n":4}'], 2: [b'{"n":2}']}
