@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import uuid
 
 import pytest
@@ -9,6 +10,7 @@ import requests
 
 from app.coordination.subscription_nodes import subscription_path
 from app.coordination.zookeeper import ZooKeeper
+from app.subscriptions.commits import RESET_WAIT_S
 from tests.api.conftest import assert_problem
 from tests.helpers.subscription_streams import (
     STREAM_ID,
@@ -140,6 +142,28 @@ def test_a_reset_closes_the_streams_and_the_next_reads_from_the_new_offsets(base
         {"event_type": name, "partition": "0", "offset": "BEGIN"}]})
     assert back.status_code == 204
     assert committed(base_url, sid)[(name, "0")] == "001-0001--1"
+
+
+def test_a_reset_does_not_wait_for_a_stream_that_ended_and_awaits_its_commits(
+        base_url, event_types, subscriptions):
+    # A stream ended by its stream_limit keeps its session until its events are
+    # committed (commit_timeout 60 s here); a reset discards those commits anyway.
+    name = event_types(1)
+    publish_numbered(base_url, name, 0, 0, 2)
+    sid = subscribe(subscriptions, [name])
+    client = StreamClient(base_url, sid, stream_limit=1, commit_timeout=60)
+    assert events_of([client.events_batch()]) == [0]
+    client.until_end()
+    started = time.monotonic()
+    response = requests.patch(cursors_url(base_url, sid), json={"items": [
+        {"event_type": name, "partition": "0", "offset": "BEGIN"}]})
+    assert response.status_code == 204, response.text
+    assert time.monotonic() - started < RESET_WAIT_S / 3  # not the reset's whole wait
+    again = StreamClient(base_url, sid, batch_limit=2, batch_flush_timeout=1)
+    try:
+        assert events_of([again.events_batch()]) == [0, 1]
+    finally:
+        again.vanish()
 
 
 @pytest.mark.parametrize("item", [
