@@ -109,15 +109,25 @@ class TimelinesReader:
         """The events as positions; partitions that reached the end of a closed
         timeline move on to the next."""
         timelines = self._timelines
-        taken, done = [], False
+        taken: list[StoredEvent] = []
+        done = False
+        # Per partition read here: where the timeline starts and ends (None: not read here).
+        spans: dict[int, tuple[int, int | None] | None] = {}
         for event in events:
             p = event.partition
-            position = timelines.start_of(index, p) + event.offset
-            end = timelines.end_of(index, p)
-            if self._placed.get(p) != index or (end is not None and position > end) \
-                    or position <= self._positions[p]:
+            if p not in spans:
+                spans[p] = (timelines.start_of(index, p), timelines.end_of(index, p)) \
+                    if self._placed.get(p) == index else None
+            span = spans[p]
+            if span is None:
                 continue
-            taken.append(StoredEvent(p, position, event.payload))
+            start, end = span
+            position = start + event.offset
+            if (end is not None and position > end) or position <= self._positions[p]:
+                continue
+            # Where the timeline starts at position 0 its offsets are positions: the
+            # event serves as it is.
+            taken.append(event if start == 0 else StoredEvent(p, position, event.payload))
             self._positions[p] = position
             done = done or (end is not None and position >= end)
         if done:
