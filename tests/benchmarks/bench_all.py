@@ -35,7 +35,7 @@ from pathlib import Path
 
 from app.config import Settings
 from app.repository.database import ConnectionPool, make_green
-from app.repository.event_types import event_type_with_timeline
+from app.repository.event_types import event_type_with_timelines
 from tests.benchmarks import bench_stream, bench_subscription, ceilings
 from tests.benchmarks.bench_publish import create_event_type, order_event, paced, saturate
 from tests.benchmarks.harness import running_broker, set_default_storage, start_server
@@ -202,11 +202,11 @@ def topic_of(run: Run, name: str) -> str:
     make_green()
     pool = ConnectionPool(run.env["NAKADI_DATABASE_URL"], 1)
     try:
-        found = event_type_with_timeline(pool, name)
+        found = event_type_with_timelines(pool, name)
     finally:
         pool.close()
     assert found is not None, f"{name} was created"
-    return found[1].topic
+    return found[1].active.topic
 
 
 def prepare(run: Run) -> None:

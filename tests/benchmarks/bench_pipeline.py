@@ -18,7 +18,6 @@ start-up are not counted. Starts its own services (see harness.py).
 from __future__ import annotations
 
 import argparse
-import http.client
 import json
 import os
 import sys
@@ -34,6 +33,7 @@ from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
 from app.storage.engines import build_engine
 from tests.benchmarks.bench_publish import ORDER_SCHEMA, order_event
+from tests.benchmarks.bench_stream import stream_throughput
 from tests.benchmarks.harness import running_broker, set_default_storage
 
 PARTITIONS = 4
@@ -75,23 +75,6 @@ def prepublish(settings: Settings, name: str, storage_id: str, count: int,
         pool.close()
 
 
-def stream_rate(port: int, name: str, count: int) -> float:
-    """Events/s of one low-level stream over every partition from begin."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    cursors = json.dumps([{"partition": str(p), "offset": "begin"} for p in range(PARTITIONS)])
-    started = time.perf_counter()
-    conn.request("GET", f"/event-types/{name}/events?batch_limit=1000&stream_limit={count}"
-                        "&batch_flush_timeout=1", headers={"X-Nakadi-Cursors": cursors})
-    response = conn.getresponse()
-    if response.status != 200:
-        raise RuntimeError(response.read().decode())
-    while response.read1(1 << 20):
-        pass
-    elapsed = time.perf_counter() - started
-    conn.close()
-    return count / elapsed
-
-
 def timed(job) -> float:
     started = time.perf_counter()
     job()
@@ -124,7 +107,8 @@ def main() -> None:
               f"({args.engine} engine), Spark {args.master} on {os.cpu_count()} cores",
               flush=True)
 
-        stream = args.events / timed(lambda: stream_rate(port, name, args.events))
+        stream = args.events / timed(lambda: stream_throughput(port, name, args.events,
+                                                          partitions=PARTITIONS))
         print(f"broker low-level stream, 1 stream:           {stream:>10,.0f} events/s",
               flush=True)
 

@@ -52,13 +52,15 @@ def prepublish(settings: Settings, name: str, storage_id: str, count: int) -> in
     return sum(len(p) for p in payloads) * count // 1000
 
 
-def stream_throughput(port: int, name: str, count: int) -> tuple[float, float]:
+def stream_throughput(port: int, name: str, count: int, batch_limit: int = 1000,
+                      partitions: int = 8) -> tuple[float, float]:
     """Events/s and MB/s of one stream reading ``count`` events from begin."""
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    cursors = json.dumps([{"partition": str(p), "offset": "begin"} for p in range(8)])
+    cursors = json.dumps([{"partition": str(p), "offset": "begin"} for p in range(partitions)])
     started = time.perf_counter()
-    conn.request("GET", f"/event-types/{name}/events?batch_limit=1000&stream_limit={count}"
-                        "&batch_flush_timeout=1", headers={"X-Nakadi-Cursors": cursors})
+    conn.request("GET", f"/event-types/{name}/events?batch_limit={batch_limit}"
+                        f"&stream_limit={count}&batch_flush_timeout=1",
+                 headers={"X-Nakadi-Cursors": cursors})
     response = conn.getresponse()
     if response.status != 200:
         raise RuntimeError(response.read().decode())
@@ -68,6 +70,26 @@ def stream_throughput(port: int, name: str, count: int) -> tuple[float, float]:
     elapsed = time.perf_counter() - started
     conn.close()
     return count / elapsed, received / elapsed / 1e6
+
+
+def publish_paced(port: int, name: str, rate: float, seconds: float,
+                  sent_at: dict[str, float]) -> None:
+    """Single events published at ``rate`` per second for ``seconds``; each one's send
+    time goes into ``sent_at`` by its eid."""
+    conn = http.client.HTTPConnection("127.0.0.1", port)
+    due = time.perf_counter()
+    end = due + seconds
+    while due < end:
+        pause = due - time.perf_counter()
+        if pause > 0:
+            time.sleep(pause)
+        event = order_event(0)
+        sent_at[event["metadata"]["eid"]] = time.perf_counter()
+        conn.request("POST", f"/event-types/{name}/events", orjson.dumps([event]),
+                     {"Content-Type": "application/json"})
+        conn.getresponse().read()
+        due += 1 / rate
+    conn.close()
 
 
 def end_to_end_latency(port: int, name: str, rate: float, seconds: float) -> list[float]:
@@ -92,19 +114,7 @@ def end_to_end_latency(port: int, name: str, rate: float, seconds: float) -> lis
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
     time.sleep(1)
-    conn = http.client.HTTPConnection("127.0.0.1", port)
-    due = time.perf_counter()
-    end = due + seconds
-    while due < end:
-        pause = due - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
-        event = order_event(0)
-        sent_at[event["metadata"]["eid"]] = time.perf_counter()
-        conn.request("POST", f"/event-types/{name}/events", orjson.dumps([event]),
-                     {"Content-Type": "application/json"})
-        conn.getresponse().read()
-        due += 1 / rate
+    publish_paced(port, name, rate, seconds, sent_at)
     time.sleep(1)
     stop.set()
     stream.close()

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import http.client
-import json
 import queue
 import selectors
 import socket
@@ -46,7 +45,7 @@ import requests
 
 from app.config import Settings
 from tests.benchmarks.bench_publish import create_event_type, order_event
-from tests.benchmarks.bench_stream import prepublish
+from tests.benchmarks.bench_stream import prepublish, publish_paced, stream_throughput
 from tests.benchmarks.harness import running_broker, set_default_storage, start_server
 
 PARTITIONS = 8
@@ -131,19 +130,7 @@ class Committer:
 
 def low_level_throughput(port: int, name: str, count: int) -> float:
     """Events/s of a low-level stream from begin with batch_limit 100."""
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    cursors = json.dumps([{"partition": str(p), "offset": "begin"} for p in range(PARTITIONS)])
-    started = time.perf_counter()
-    conn.request("GET", f"/event-types/{name}/events?batch_limit=100&stream_limit={count}",
-                 headers={"X-Nakadi-Cursors": cursors})
-    response = conn.getresponse()
-    if response.status != 200:
-        raise RuntimeError(response.read().decode())
-    while response.read1(1 << 20):
-        pass
-    elapsed = time.perf_counter() - started
-    conn.close()
-    return count / elapsed
+    return stream_throughput(port, name, count, batch_limit=100, partitions=PARTITIONS)[0]
 
 
 def subscription_throughput(port: int, base_url: str, name: str, count: int,
@@ -189,24 +176,11 @@ def end_to_end_latency(port: int, base_url: str, name: str, rate: float,
 
     consumer = threading.Thread(target=consume, daemon=True)
     consumer.start()
-    conn = http.client.HTTPConnection("127.0.0.1", port)
-    due = time.perf_counter()
-    end = due + seconds
-    while due < end:
-        pause = due - time.perf_counter()
-        if pause > 0:
-            time.sleep(pause)
-        event = order_event(0)
-        sent_at[event["metadata"]["eid"]] = time.perf_counter()
-        conn.request("POST", f"/event-types/{name}/events", orjson.dumps([event]),
-                     {"Content-Type": "application/json"})
-        conn.getresponse().read()
-        due += 1 / rate
+    publish_paced(port, name, rate, seconds, sent_at)
     time.sleep(1)
     committer.finish()
     client.close()
     consumer.join(5)
-    conn.close()
     return sorted(latencies)
 
 
