@@ -263,10 +263,8 @@ class SubscriptionStream:
     def _follow_zookeeper(self) -> None:
         """Act on what the watches reported, arming them again."""
         state = self._state
-        if self._control_changed and self._reset_or_gone():
-            if not state.session_exists(self.id):
-                raise SubscriptionGone(state.root)
-            raise ResetInProgress(state.root)
+        if self._control_changed:
+            self._check_control()
         if self._sessions_changed:
             self._sessions_changed = False
             state.sessions(watch=self._signal("_sessions_changed"))
@@ -417,21 +415,25 @@ class SubscriptionStream:
                     and not lifecycle.is_shutting_down() and not self._zookeeper_lost:
                 self._wake.clear()
                 self._apply_commits()  # read by the watches armed while streaming
-                if self._control_changed and self._reset_or_gone():
-                    break  # a reset waits for this session: its commits would not count
+                if self._control_changed:
+                    # A reset waits for this session, and discards its commits anyway.
+                    self._check_control()
                 if self._uncommitted() > 0:
                     self._wake.wait(min(CHECK_INTERVAL_S, max(0.0, deadline - self._clock())))
-        except (KazooException, SubscriptionGone) as error:
+        except (KazooException, SubscriptionGone, ResetInProgress) as error:
             log.info("closing subscription stream %s: %r", self.id, error)
         finally:
             self._cleanup()
 
-    def _reset_or_gone(self) -> bool:
-        """Whether a reset runs or the session was removed (watching for either again)."""
+    def _check_control(self) -> None:
+        """``SubscriptionGone`` when the session was removed, ``ResetInProgress`` while a
+        reset runs; watching for either again."""
         self._control_changed = False
         watch = self._signal("_control_changed")
-        return not self._state.session_exists(self.id, watch=watch) \
-            or self._state.reset_in_progress(watch=watch)
+        if not self._state.session_exists(self.id, watch=watch):
+            raise SubscriptionGone(self._state.root)
+        if self._state.reset_in_progress(watch=watch):
+            raise ResetInProgress(self._state.root)
 
     def _cleanup(self) -> None:
         self.phase = Phase.CLEANUP
