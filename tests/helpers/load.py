@@ -146,15 +146,23 @@ class Streamer(threading.Thread):
         return any(a.status == 200 and a.started >= moment for a in list(self.answers))
 
 
-def read_everything(url: str, event_type: str, partitions: int) -> dict[int, list[dict]]:
+def read_everything(url: str, event_type: str, partitions: int,
+                    unavailable_for_s: float = 0.0) -> dict[int, list[dict]]:
     """Every event of the event type, by partition in stream order, read from begin
-    until each partition went quiet."""
+    until each partition went quiet. A 503 is asked again, as a client does after
+    ``Retry-After``, for ``unavailable_for_s`` at most (a worker still reconnecting)."""
     cursors = [{"partition": str(p), "offset": "begin"} for p in range(partitions)]
-    response = requests.get(
-        f"{url}/event-types/{event_type}/events",
-        params={"batch_limit": "1000", "batch_flush_timeout": "1", "stream_keep_alive_limit": "1",
-                "stream_timeout": "60"},
-        headers={"X-Nakadi-Cursors": json.dumps(cursors)}, stream=True, timeout=70)
+    deadline = time.monotonic() + unavailable_for_s
+    while True:
+        response = requests.get(
+            f"{url}/event-types/{event_type}/events",
+            params={"batch_limit": "1000", "batch_flush_timeout": "1",
+                    "stream_keep_alive_limit": "1", "stream_timeout": "60"},
+            headers={"X-Nakadi-Cursors": json.dumps(cursors)}, stream=True, timeout=70)
+        if response.status_code != 503 or time.monotonic() >= deadline:
+            break
+        response.close()
+        time.sleep(0.2)
     assert response.status_code == 200, response.text
     found: dict[int, list[dict]] = {p: [] for p in range(partitions)}
     for line in response.iter_lines():
