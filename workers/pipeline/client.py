@@ -10,13 +10,14 @@ stack trace from a worker.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote, urlparse
 
 import orjson
+import pyarrow as pa
 import requests
 
 CONNECT_TIMEOUT_S = 10
@@ -42,10 +43,11 @@ class Partition:
 @dataclass(frozen=True)
 class StreamBatch:
     """One line of a low-level stream: the cursor of its last event and its events
-    as parsed JSON objects (none in a keep-alive)."""
+    (none in a keep-alive), as parsed JSON objects or as Arrow columns
+    (``arrow_lines``)."""
     partition: str
     offset: str
-    events: list[dict[str, Any]]
+    events: Sequence[dict[str, Any]] | pa.RecordBatch
 
 
 def check_url(url: str) -> str:
@@ -191,10 +193,13 @@ class BrokerClient:
                       json={"items": items})
 
     def stream(self, name: str, partition: str, after: str, count: int,
-               batch_limit: int = 1000, exact: bool = False) -> Iterator[StreamBatch]:
+               batch_limit: int = 1000, exact: bool = False,
+               decode: Callable[[bytes], StreamBatch | None] | None = None,
+               ) -> Iterator[StreamBatch]:
         """The ``count`` events of one partition after the offset ``after``, in
         batches as the broker sends them (keep-alives skipped). ``exact``: numbers
-        must keep every digit (they are written back as JSON text)."""
+        must keep every digit (they are written back as JSON text). ``decode``
+        reads a line where it can (None: it cannot), else it is parsed into dicts."""
         cursors = json.dumps([{"partition": partition, "offset": after}])
         response = self._request(
             "GET", f"/event-types/{quote(name, safe='')}/events",
@@ -208,11 +213,14 @@ class BrokerClient:
                     "batch_flush_timeout": 1, "stream_keep_alive_limit": 30})
         try:
             for line in _lines(response):
-                batch = parse_line(line, exact)
-                events = batch.get("events")
-                if events:
-                    cursor = batch["cursor"]
-                    yield StreamBatch(cursor["partition"], cursor["offset"], events)
+                decoded = decode(line) if decode else None
+                if decoded is None:
+                    parsed = parse_line(line, exact)
+                    cursor = parsed["cursor"]
+                    decoded = StreamBatch(cursor["partition"], cursor["offset"],
+                                          parsed.get("events") or [])
+                if len(decoded.events):
+                    yield decoded
         except requests.RequestException as error:
             raise BrokerError(f"the stream of partition {partition} of {name!r} from "
                               f"{self.url} broke off: {_reason(error)}") from None

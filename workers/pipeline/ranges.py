@@ -14,14 +14,14 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from workers.pipeline.client import BrokerClient, BrokerError, Partition
+from workers.pipeline.client import BrokerClient, BrokerError, Partition, StreamBatch
 
 EARLIEST = "earliest"
 LATEST = "latest"
@@ -185,15 +185,17 @@ def following_offsets(after: str, last: str, count: int) -> pa.StringArray | Non
 
 def read_range(client: BrokerClient, event_type: str, span: OffsetRange,
                batch_limit: int = 1000, exact: bool = False,
-               ) -> Iterator[tuple[pa.StringArray, list[dict[str, Any]]]]:
+               decode: Callable[[bytes], StreamBatch | None] | None = None,
+               ) -> Iterator[tuple[pa.StringArray, Sequence[dict[str, Any]] | pa.RecordBatch]]:
     """The events of the range with their offsets, in order, in the broker's
-    batches. A stream that ends early is reopened after the last event received;
-    a range the broker cannot fill is an error, never a silent gap."""
+    batches (as ``client.stream`` gives them). A stream that ends early is
+    reopened after the last event received; a range the broker cannot fill is an
+    error, never a silent gap."""
     after, remaining = span.after, span.count
     while remaining > 0:
         received = 0
         for batch in client.stream(event_type, span.partition, after, remaining, batch_limit,
-                                   exact):
+                                   exact, decode):
             events = batch.events
             if len(events) > remaining:
                 raise BrokerError(f"the broker sent more events of partition {span.partition} "

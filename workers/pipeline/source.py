@@ -31,6 +31,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from workers.pipeline.arrow_lines import ArrowLines
 from workers.pipeline.client import BrokerClient, BrokerError
 from workers.pipeline.ranges import (
     EARLIEST,
@@ -148,10 +149,14 @@ class _RangeReader:
         schema = arrow_schema(self.layout)
         client = self.options.client()
         exact = any(node.holds_json for _, _, node in self.layout.columns)
-        for offsets, events in read_range(client, self.options.event_type, span,
-                                          self.options.batch_limit, exact):
-            yield record_batch(self.layout, schema, self.options.event_type, span.partition,
-                               offsets, events)
+        lines = ArrowLines(self.layout, schema)
+        name = self.options.event_type
+        for offsets, events in read_range(client, name, span, self.options.batch_limit,
+                                          exact, lines.decode if lines.usable else None):
+            if isinstance(events, pa.RecordBatch):
+                yield lines.record_batch(name, span.partition, offsets, events)
+            else:
+                yield record_batch(self.layout, schema, name, span.partition, offsets, events)
 
 
 class NakadiBatchReader(_RangeReader, DataSourceReader):
