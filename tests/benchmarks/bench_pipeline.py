@@ -1,6 +1,7 @@
 """The pipeline's throughput next to its ceilings, in one run.
 
     python -m tests.benchmarks.bench_pipeline [--events 1000000] [--engine postgres]
+                                              [--rounds 2] [--master local[*]]
 
 Pre-publishes ``--events`` ~200-byte order events into a 4-partition event
 type, then prints events/s of:
@@ -12,7 +13,10 @@ type, then prints events/s of:
   through ``lake.write_batch``, as ``nakadi-archive --once`` does.
 
 Each Spark job runs once on a small warm-up first, so JVM and Python worker
-start-up are not counted. Starts its own services (see harness.py).
+start-up are not counted. The three Spark jobs run in turns, ``--rounds`` times,
+each round's ratios from jobs seconds apart, so that a machine shared with other
+work moves both sides of a ratio alike; the load average is printed per round.
+Starts its own services (see harness.py).
 """
 
 from __future__ import annotations
@@ -86,6 +90,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--engine", default="postgres", choices=["postgres", "kafka"])
     parser.add_argument("--master", default="local[*]", help="the Spark master")
+    parser.add_argument("--rounds", type=int, default=2, help="turns of the Spark jobs")
     args = parser.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
@@ -143,15 +148,17 @@ def main() -> None:
         for job in (json_file("warm.jsonl", "warm-json"), nakadi(warm, "warm-nakadi"),
                     archive(warm, "warm-lake")):
             job()
-        json_rate = args.events / timed(json_file("events.jsonl", "json"))
-        print(f"Spark, JSON Lines file -> Parquet:           {json_rate:>10,.0f} events/s",
-              flush=True)
-        source_rate = args.events / timed(nakadi(name, "nakadi"))
-        print(f"Spark, nakadi source (batch) -> Parquet:     {source_rate:>10,.0f} events/s"
-              f"  ({source_rate / json_rate:.2f} of the JSON file rate)", flush=True)
-        archive_rate = args.events / timed(archive(name, "lake"))
-        print(f"archiver path (availableNow, lake):          {archive_rate:>10,.0f} events/s"
-              f"  ({archive_rate / json_rate:.2f} of the JSON file rate)", flush=True)
+        for round_ in range(1, args.rounds + 1):
+            print(f"round {round_}, load average {os.getloadavg()[0]:.1f}", flush=True)
+            json_rate = args.events / timed(json_file("events.jsonl", f"json-{round_}"))
+            print(f"  Spark, JSON Lines file -> Parquet:         {json_rate:>10,.0f} events/s",
+                  flush=True)
+            source_rate = args.events / timed(nakadi(name, f"nakadi-{round_}"))
+            print(f"  Spark, nakadi source (batch) -> Parquet:   {source_rate:>10,.0f} events/s"
+                  f"  ({source_rate / json_rate:.2f} of the JSON file rate)", flush=True)
+            archive_rate = args.events / timed(archive(name, f"lake-{round_}"))
+            print(f"  archiver path (availableNow, lake):        {archive_rate:>10,.0f} events/s"
+                  f"  ({archive_rate / json_rate:.2f} of the JSON file rate)", flush=True)
         spark.stop()
 
 
