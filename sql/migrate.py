@@ -37,11 +37,26 @@ def available_migrations() -> list[tuple[int, str, Path]]:
     return found
 
 
+ENCODINGS = ("UTF8", "SQL_ASCII")
+"""Database encodings that store any event: the postgres engine reads payloads as
+UTF-8 text (``convert_from``), which another encoding could not represent."""
+
+
+class UnsuitableDatabase(Exception):
+    """The database cannot hold the broker's data; the message says why."""
+
+
 def migrate(conn: psycopg2.extensions.connection) -> list[str]:
     """Apply the missing migrations; returns the names of those applied."""
     applied_now = []
     conn.autocommit = False
     with conn.cursor() as cursor:
+        cursor.execute("SHOW server_encoding")
+        [(encoding,)] = cursor.fetchall()
+        if encoding not in ENCODINGS:
+            raise UnsuitableDatabase(
+                f"the database's encoding is {encoding}; events need UTF8: create the "
+                "database with ENCODING 'UTF8' (createdb -E UTF8 -T template0)")
         cursor.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
         cursor.execute(
             "CREATE TABLE IF NOT EXISTS schema_migrations ("

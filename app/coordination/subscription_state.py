@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 
 import gevent
 import orjson
@@ -42,6 +43,18 @@ class SubscriptionGone(Exception):
 
 class ResetInProgress(Exception):
     """A cursor reset of the subscription is running."""
+
+
+@dataclass(frozen=True)
+class CommitCheck:
+    """What ``commit_check`` read: whether the session is open, the topology and its
+    version (None when it has no node yet), each offset and its version (None where
+    none is stored)."""
+
+    open_session: bool
+    topology: Topology
+    topology_version: int | None
+    offsets: dict[PartitionKey, tuple[str, int] | None]
 
 
 def _topology_json(topology: Topology) -> bytes:
@@ -76,6 +89,7 @@ class SubscriptionState:
 
     def __init__(self, zookeeper: KazooClient, subscription_id: str) -> None:
         self.zookeeper = zookeeper
+        self.subscription_id = subscription_id
         self.root = subscription_path(subscription_id)
         self.sessions_path = f"{self.root}/sessions"
         self.topology_path = f"{self.root}/topology"
@@ -231,11 +245,9 @@ class SubscriptionState:
 
         gevent.spawn(read)
 
-    def commit_check(self, session_id: str, keys: Iterable[PartitionKey]
-                     ) -> tuple[bool, Topology, dict[PartitionKey, tuple[str, int] | None]]:
+    def commit_check(self, session_id: str, keys: Iterable[PartitionKey]) -> CommitCheck:
         """What a commit decides on, read in one round trip: whether the session is
-        open, the topology, and each partition's committed offset with its version
-        (None where none is stored)."""
+        open, the topology, and each partition's committed offset with its version."""
         zookeeper = self.zookeeper
         session = zookeeper.exists_async(f"{self.sessions_path}/{session_id}")
         topology = zookeeper.get_async(self.topology_path)
@@ -248,22 +260,23 @@ class SubscriptionState:
             except NoNodeError:
                 current[key] = None
         if session.get() is None:
-            return False, Topology(()), current
+            return CommitCheck(False, Topology(()), None, current)
         try:
-            data, _ = topology.get()
+            data, stat = topology.get()
         except NoNodeError:
             if zookeeper.exists(self.root) is None:
                 raise SubscriptionGone(self.root) from None
-            data = b""
-        return True, _topology_from(data), current
+            return CommitCheck(True, Topology(()), None, current)
+        return CommitCheck(True, _topology_from(data), stat.version, current)
 
     def commit_all(self, offsets: Mapping[PartitionKey, str],
                    current: Mapping[PartitionKey, tuple[str, int] | None]
-                   ) -> set[PartitionKey]:
+                   ) -> tuple[set[PartitionKey], dict[PartitionKey, int]]:
         """Write each partition's new offset (further than its ``current`` one, as read
         by ``commit_check``) at once; where another commit came in between, fall back
         to ``commit``, which moves the offset only forward. Returns the partitions
-        whose offset another commit had already moved as far or further."""
+        whose offset another commit had already moved as far or further, and the new
+        versions of the offsets written at once."""
         zookeeper = self.zookeeper
         writes = {}
         for key, offset in offsets.items():
@@ -272,16 +285,33 @@ class SubscriptionState:
                 writes[key] = zookeeper.set_async(self.offset_path(key), offset.encode(),
                                                   version=known[1])
         outdated = set()
+        versions = {}
         for key, result in writes.items():
             try:
-                result.get()
+                versions[key] = result.get().version
             except (BadVersionError, NoNodeError):
                 if not self.commit(key, offsets[key]):
                     outdated.add(key)
         for key, offset in offsets.items():
             if current.get(key) is None and not self.commit(key, offset):
                 outdated.add(key)
-        return outdated
+        return outdated, versions
+
+    def commit_if_unchanged(self, session_id: str, offsets: Mapping[PartitionKey, str],
+                            topology_version: int, versions: Mapping[PartitionKey, int]
+                            ) -> dict[PartitionKey, int] | None:
+        """Write the offsets in one multi-operation, on condition that the session is
+        open and the topology and each offset are still at the versions given. The
+        offsets' new versions, or None when a condition failed (nothing is written)."""
+        transaction = self.zookeeper.transaction()
+        transaction.check(f"{self.sessions_path}/{session_id}", -1)
+        transaction.check(self.topology_path, topology_version)
+        for key, offset in offsets.items():
+            transaction.set_data(self.offset_path(key), offset.encode(), versions[key])
+        results = transaction.commit()
+        if any(isinstance(result, Exception) for result in results):
+            return None
+        return {key: stat.version for key, stat in zip(offsets, results[2:], strict=True)}
 
     def commit(self, key: PartitionKey, offset: str) -> bool:
         """Move the partition's committed offset forward to ``offset``; False when

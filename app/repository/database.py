@@ -38,7 +38,8 @@ def connect(dsn: str, timeout_s: float = DEFAULT_TIMEOUT_S,
     keep-alives that notice a vanished server within a few seconds; with
     ``statement_timeout`` the server also cancels any statement running longer."""
     options = f"-c statement_timeout={int(timeout_s * 1000)}" if statement_timeout else ""
-    return psycopg2.connect(dsn, connect_timeout=max(2, round(timeout_s)), keepalives=1,
+    return psycopg2.connect(dsn, client_encoding="UTF8",
+                            connect_timeout=max(2, round(timeout_s)), keepalives=1,
                             keepalives_idle=2, keepalives_interval=1, keepalives_count=3,
                             options=options)
 
@@ -81,9 +82,13 @@ class ConnectionPool:
         with self.connection() as conn, conn, conn.cursor() as cursor:
             yield cursor
 
-    def fetch_all(self, query: str, params: Params = None) -> list[tuple]:
-        """Run one read-only query and return its rows."""
+    def fetch_all(self, query: str, params: Params = None, *, text_as_bytes: bool = False
+                  ) -> list[tuple]:
+        """Run one read-only query and return its rows; with ``text_as_bytes`` text
+        values come as their UTF-8 bytes, not decoded into ``str``."""
         with self.transaction() as cursor:
+            if text_as_bytes:
+                psycopg2.extensions.register_type(psycopg2.extensions.BYTES, cursor)
             cursor.execute(query, params)
             return cursor.fetchall()
 

@@ -15,7 +15,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from time import monotonic
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from app.dependencies import DependencyUnavailable
 
@@ -38,9 +38,10 @@ class TopicNotFound(StorageError):
     """The topic does not exist in this storage."""
 
 
-@dataclass(frozen=True)
-class StoredEvent:
-    """One event as stored: its partition, its offset and its payload bytes."""
+class StoredEvent(NamedTuple):
+    """One event as stored: its partition, its offset and its payload bytes. A named
+    tuple: readers make one per event, and a tuple is made several times faster
+    than a frozen dataclass."""
 
     partition: int
     offset: int

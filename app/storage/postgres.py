@@ -36,9 +36,10 @@ PURGE_CHUNK = 10_000
 
 # Offsets are gap-free above a partition's purged prefix, so "the next `limit`
 # events" is the range (after, after + limit]: a bounded index range whatever
-# plan the statistics lead to.
+# plan the statistics lead to. Payloads are UTF-8 JSON: sent as text they cross
+# the wire as they are (bytea is hex, twice the size) and come back as bytes.
 READ_RANGE = """
-SELECT %s, event_offset, payload FROM log_events
+SELECT %s, event_offset, convert_from(payload, 'UTF8') FROM log_events
 WHERE topic_id = %s AND partition = %s AND event_offset > %s AND event_offset <= %s
 ORDER BY event_offset
 """
@@ -119,9 +120,10 @@ class PostgresEngine(StorageEngine):
         self._watch = TopicWatch(pool.dsn, pool.timeout_s)
         self._appender = GroupAppender(pool)
 
-    def _query(self, query: str, params: Params) -> list[tuple]:
+    def _query(self, query: str, params: Params, *, text_as_bytes: bool = False
+               ) -> list[tuple]:
         try:
-            return self._pool.fetch_all(query, params)
+            return self._pool.fetch_all(query, params, text_as_bytes=text_as_bytes)
         except psycopg2.Error as error:
             raise log_error(error) from error
 
@@ -197,7 +199,7 @@ class PostgresEngine(StorageEngine):
             params: list = []
             for partition, after in positions.items():
                 params += [partition, topic_id, partition, after, after + limit]
-            rows = self._query(query, [*params, limit])
+            rows = self._query(query, [*params, limit], text_as_bytes=True)
             if rows or attempt:
                 break
             moved = False
@@ -207,7 +209,7 @@ class PostgresEngine(StorageEngine):
                     moved = True
             if not moved:
                 break
-        return [StoredEvent(p, offset, bytes(payload)) for p, offset, payload in rows]
+        return list(map(StoredEvent._make, rows))
 
     def _listening(self) -> bool:
         return self._watch.listening()

@@ -18,7 +18,8 @@ from typing import Any
 
 import gevent.event
 
-from app.coordination.subscription_state import SubscriptionState
+from app.coordination import commit_versions
+from app.coordination.subscription_state import CommitCheck, SubscriptionState
 from app.domain.topology import PartitionKey
 from app.subscriptions import local_streams
 from app.subscriptions.cursors import CheckedCursor
@@ -46,21 +47,20 @@ def commit(state: SubscriptionState, stream_id: str, cursors: Sequence[CheckedCu
            ) -> list[CommitResult]:
     """Commit each cursor for the stream, in order: a cursor is ``committed`` when it
     moves its partition's offset forward (past the one before, or past an earlier
-    cursor of the same commit), else ``outdated``. The checks and the writes are
-    each one ZooKeeper round trip, however many partitions the commit names."""
-    open_session, topology, current = state.commit_check(stream_id, [c.key for c in cursors])
-    if not open_session:
-        raise CommitRefused(f"stream {stream_id} is not an open stream of this subscription: "
-                            "it ended (commit within commit_timeout of receiving a batch), or "
-                            "the id is wrong; use the X-Nakadi-StreamId of the stream")
-    for cursor in cursors:
-        assignment = topology.get(cursor.key)
-        if assignment is None or not assignment.held_by(stream_id):
-            raise CommitRefused(
-                f"partition {cursor.key[1]} of {cursor.key[0]} is not read by stream "
-                f"{stream_id}: it went to another stream in a rebalance; its events will "
-                "be sent again from the last commit")
-    newest = {key: known[0] for key, known in current.items() if known is not None}
+    cursor of the same commit), else ``outdated``. Usually one ZooKeeper request
+    on the versions this process knows (``commit_versions``); else the checks and the
+    writes are each one round trip, however many partitions the commit names."""
+    results = _commit_on_known_versions(state, stream_id, cursors)
+    if results is None:
+        results = _commit_on_read_versions(state, stream_id, cursors)
+    return results
+
+
+def _forward(cursors: Sequence[CheckedCursor], committed: Mapping[PartitionKey, str]
+             ) -> tuple[dict[PartitionKey, str], list[tuple[CheckedCursor, bool]]]:
+    """The new offset of each partition the cursors move forward from ``committed``,
+    and for each cursor whether it moves its partition forward."""
+    newest = dict(committed)
     moved: dict[PartitionKey, str] = {}
     results: list[tuple[CheckedCursor, bool]] = []
     for cursor in cursors:
@@ -68,11 +68,75 @@ def commit(state: SubscriptionState, stream_id: str, cursors: Sequence[CheckedCu
         if forward:
             newest[cursor.key] = moved[cursor.key] = cursor.offset
         results.append((cursor, forward))
-    lost = state.commit_all(moved, current)  # to a concurrent commit that went further
+    return moved, results
+
+
+def _commit_on_known_versions(state: SubscriptionState, stream_id: str,
+                              cursors: Sequence[CheckedCursor]) -> list[CommitResult] | None:
+    """The usual commit: every cursor moves forward from the offsets this process
+    knows, in partitions the topology it knows gives the stream; written in one
+    request that ZooKeeper refuses if any of that changed. None when the commit
+    needs the slow path (something unknown, changed, outdated or refused), which
+    decides and explains."""
+    known = commit_versions.known(state.subscription_id)
+    if known is None or any(cursor.key not in known.offsets for cursor in cursors):
+        return None
+    for cursor in cursors:
+        assignment = known.topology.get(cursor.key)
+        if assignment is None or not assignment.held_by(stream_id):
+            return None
+    moved, results = _forward(cursors, {key: offset for key, (offset, _) in known.offsets.items()})
+    if not all(forward for _, forward in results):
+        return None
+    versions = state.commit_if_unchanged(stream_id, moved, known.topology_version,
+                                         {key: known.offsets[key][1] for key in moved})
+    if versions is None:
+        return None
+    known.offsets.update({key: (offset, versions[key]) for key, offset in moved.items()})
+    local_streams.committed(stream_id, moved)
+    return [CommitResult(cursor.sent, "committed") for cursor in cursors]
+
+
+def _commit_on_read_versions(state: SubscriptionState, stream_id: str,
+                             cursors: Sequence[CheckedCursor]) -> list[CommitResult]:
+    check = state.commit_check(stream_id, [c.key for c in cursors])
+    if not check.open_session:
+        raise CommitRefused(f"stream {stream_id} is not an open stream of this subscription: "
+                            "it ended (commit within commit_timeout of receiving a batch), or "
+                            "the id is wrong; use the X-Nakadi-StreamId of the stream")
+    for cursor in cursors:
+        assignment = check.topology.get(cursor.key)
+        if assignment is None or not assignment.held_by(stream_id):
+            raise CommitRefused(
+                f"partition {cursor.key[1]} of {cursor.key[0]} is not read by stream "
+                f"{stream_id}: it went to another stream in a rebalance; its events will "
+                "be sent again from the last commit")
+    moved, results = _forward(cursors, {key: known[0] for key, known in check.offsets.items()
+                                        if known is not None})
+    # ``lost``: to a concurrent commit that went further
+    lost, versions = state.commit_all(moved, check.offsets)
     local_streams.committed(stream_id, {key: offset for key, offset in moved.items()
                                         if key not in lost})
+    _remember(state.subscription_id, check, moved, versions)
     return [CommitResult(cursor.sent, "committed" if forward and cursor.key not in lost
                          else "outdated") for cursor, forward in results]
+
+
+def _remember(subscription_id: str, check: CommitCheck, moved: Mapping[PartitionKey, str],
+              versions: Mapping[PartitionKey, int]) -> None:
+    """Keep what the slow path read and wrote for the next commit's fast path."""
+    if check.topology_version is None:
+        return
+    previous = commit_versions.known(subscription_id)
+    offsets = dict(previous.offsets) if previous is not None else {}
+    offsets.update({key: known for key, known in check.offsets.items() if known is not None})
+    for key in moved:
+        if key in versions:
+            offsets[key] = (moved[key], versions[key])
+        else:  # written by the retrying path: its version is not known here
+            offsets.pop(key, None)
+    commit_versions.remember(subscription_id, commit_versions.CommitVersions(
+        check.topology, check.topology_version, offsets))
 
 
 def reset(state: SubscriptionState, cursors: Sequence[CheckedCursor],
