@@ -83,7 +83,7 @@ def worker_pids(master: int) -> list[int]:
 
 @dataclass
 class Server:
-    """The session's gunicorn: its URL, master process and log."""
+    """A gunicorn of the session: its URL, master process and log."""
 
     url: str
     process: subprocess.Popen
