@@ -262,11 +262,17 @@ class SubscriptionStream:
                 self._held[key].releasing_since = None
                 self._batcher.add(key)
                 changed = True
-        new = sorted(streaming - set(self._held), key=key_order)
+        # A partition can be moving away before this stream ever read it (another
+        # stream started before this one's first turn): held with nothing sent, it is
+        # handed over at once.
+        new = sorted((streaming | releasing) - set(self._held), key=key_order)
         for key, committed in self._state.committed_many(new, self._commits.commit_seen).items():
             position = self._commits.position(key, committed)
             self._held[key] = HeldPartition(position, position, position)
-            self._batcher.add(key)
+            if key in releasing:
+                self._held[key].releasing_since = self._clock()
+            else:
+                self._batcher.add(key)
             changed = True
         if changed:
             self._readers.read({key: held.read for key, held in self._held.items()
