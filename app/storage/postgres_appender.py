@@ -41,7 +41,8 @@ log = logging.getLogger(__name__)
 # are locked in ascending order first, so concurrent appends that share
 # partitions cannot deadlock. A partition that does not exist has no counter:
 # its events get a NULL offset, which log_events refuses, failing the whole
-# statement (every partition or none).
+# statement (every partition or none). Payloads (UTF-8 JSON) travel as text:
+# bytea literals are hex, twice the size for the server to parse.
 APPEND = """
 WITH wanted AS (
     SELECT topic_id, partition, count,
@@ -59,8 +60,9 @@ WITH wanted AS (
     RETURNING p.topic_id, p.partition, p.next_offset - w.count AS first_offset
 ), appended AS (
     INSERT INTO log_events (topic_id, partition, event_offset, payload)
-    SELECT w.topic_id, w.partition, c.first_offset + e.ordinal - 1 - w.first_ordinal, e.payload
-    FROM unnest(%(payloads)s::bytea[]) WITH ORDINALITY AS e (payload, ordinal)
+    SELECT w.topic_id, w.partition, c.first_offset + e.ordinal - 1 - w.first_ordinal,
+           convert_to(e.payload, 'UTF8')
+    FROM unnest(%(payloads)s::text[]) WITH ORDINALITY AS e (payload, ordinal)
     JOIN wanted w ON e.ordinal > w.first_ordinal AND e.ordinal <= w.first_ordinal + w.count
     LEFT JOIN counters c ON c.topic_id = w.topic_id AND c.partition = w.partition
 )
@@ -152,7 +154,7 @@ class GroupAppender:
             "topics": [topic for topic, _ in keys],
             "partitions": [partition for _, partition in keys],
             "counts": [len(merged[key]) for key in keys],
-            "payloads": [psycopg2.Binary(p) for key in keys for p in merged[key]],
+            "payloads": [p.decode() for key in keys for p in merged[key]],
             "channel": CHANNEL,
         }
         with self._pool.connection() as conn:

@@ -1,14 +1,19 @@
 """Low-level streaming throughput and end-to-end latency against a real gunicorn.
 
     python -m tests.benchmarks.bench_stream [--events 1000000] [--rate 200]
-        [--seconds 20] [--engines postgres,kafka]
+        [--seconds 20] [--idle-streams 2000] [--engines postgres,kafka]
 
 For each engine it prints:
 - throughput: events/s and MB/s of one stream from ``begin`` over ``--events``
   pre-published ~200-byte events with batch_limit=1000;
 - latency: a producer posts single events over HTTP at ``--rate`` events/s
   while a stream with batch_limit=1 reads them; p50/p99/max from the moment
-  the producer sent an event to the moment its batch arrived.
+  the producer sent an event to the moment its batch arrived;
+- idle streams (first engine only): ``--idle-streams`` low-level streams from
+  the end of quiet one-partition event types (10 on each, the default limit per
+  partition) opened at once on ONE gunicorn worker: the time
+  until all have started, the worker's memory per stream, and how late their
+  keep-alives (batch_flush_timeout 2 s) come over the 12 s after that.
 
 Starts its own PostgreSQL, ZooKeeper and Kafka-protocol broker on free ports
 unless NAKADI_* addresses are set.
@@ -22,6 +27,7 @@ import http.client
 import json
 import threading
 import time
+from collections.abc import Callable
 
 import orjson
 import requests
@@ -33,6 +39,7 @@ from app.repository.storages import get_storage
 from app.storage.engines import build_engine
 from tests.benchmarks.bench_publish import create_event_type, order_event
 from tests.benchmarks.harness import running_broker, set_default_storage
+from tests.benchmarks.idle_streams import idle_streams
 
 
 def prepublish(settings: Settings, name: str, storage_id: str, count: int) -> int:
@@ -126,6 +133,7 @@ def main() -> None:
     parser.add_argument("--events", type=int, default=1_000_000)
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--seconds", type=float, default=20.0, help="latency run length")
+    parser.add_argument("--idle-streams", type=int, default=2000, help="0 to skip")
     parser.add_argument("--engines", default="postgres,kafka")
     args = parser.parse_args()
 
@@ -148,6 +156,22 @@ def main() -> None:
                   f" p50 {latencies[len(latencies) // 2]:.1f} ms,"
                   f" p99 {latencies[int(len(latencies) * 0.99)]:.1f} ms,"
                   f" max {latencies[-1]:.1f} ms ({len(latencies)} events)", flush=True)
+        if args.idle_streams:
+            set_default_storage(settings.database_url, args.engines.split(",")[0])
+            idle = idle_streams(env, args.idle_streams, low_level_paths(args.idle_streams))
+            print(idle.describe(args.idle_streams, "low-level streams"), flush=True)
+
+
+def low_level_paths(count: int) -> Callable[[str], list[str]]:
+    """``count`` streams from the end of new one-partition event types, as many on each
+    as a partition allows by default (NAKADI_MAX_STREAMS_PER_PARTITION)."""
+    per_event_type = Settings.from_env({}).max_streams_per_partition
+
+    def paths(base_url: str) -> list[str]:
+        names = [create_event_type(base_url, partitions=1)
+                 for _ in range(-(-count // per_event_type))]
+        return [f"/event-types/{names[n // per_event_type]}/events" for n in range(count)]
+    return paths
 
 
 if __name__ == "__main__":

@@ -32,13 +32,10 @@ import argparse
 import contextlib
 import http.client
 import queue
-import selectors
-import socket
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path
+from collections.abc import Callable, Iterator
 
 import orjson
 import requests
@@ -46,7 +43,8 @@ import requests
 from app.config import Settings
 from tests.benchmarks.bench_publish import create_event_type, order_event
 from tests.benchmarks.bench_stream import prepublish, publish_paced, stream_throughput
-from tests.benchmarks.harness import running_broker, set_default_storage, start_server
+from tests.benchmarks.harness import running_broker, set_default_storage
+from tests.benchmarks.idle_streams import idle_streams
 
 PARTITIONS = 8
 
@@ -232,65 +230,13 @@ def rebalance_time(port: int, base_url: str, name: str) -> float:
     return max(got_events.values()) - joined
 
 
-def worker_rss_kb(master_pid: int) -> int:
-    """The resident memory of the (single) gunicorn worker of a master."""
-    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
-    status = Path(f"/proc/{children[0]}/status").read_text()
-    return int(next(line for line in status.splitlines()
-                    if line.startswith("VmRSS:")).split()[1])
-
-
-def idle_streams(env: dict[str, str], count: int) -> tuple[float, float, float, float]:
-    """Seconds until ``count`` subscription streams opened at once on one worker have
-    all sent their first line, then KB of worker memory per open stream, and the p99
-    and max lateness (s) of their keep-alives, due every 2 s."""
-    server, port = start_server(dict(env, NAKADI_WORKER_CONNECTIONS=str(count + 100)), 1)
-    try:
-        base_url = f"http://127.0.0.1:{port}"
+def subscription_paths(count: int) -> Callable[[str], list[str]]:
+    """``count`` fresh subscriptions of a new one-partition event type, read from its end."""
+    def paths(base_url: str) -> list[str]:
         name = create_event_type(base_url, partitions=1)
-        subscriptions = [create_subscription(base_url, name, "end") for _ in range(count)]
-        time.sleep(1)
-        before = worker_rss_kb(server.pid)
-        selector = selectors.DefaultSelector()
-        last_seen: dict[socket.socket, float] = {}
-        last_data: dict[socket.socket, bytes] = {}
-        started: set[socket.socket] = set()
-        lateness: list[float] = []
-        opened = time.perf_counter()
-        for subscription in subscriptions:
-            sock = socket.create_connection(("127.0.0.1", port))
-            sock.sendall(f"GET /subscriptions/{subscription}/events?batch_flush_timeout=2"
-                         f" HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
-            sock.setblocking(False)
-            selector.register(sock, selectors.EVENT_READ)
-            last_seen[sock] = opened
-        all_started = measure_until = opened + 120  # until every stream sent a line
-        while (now := time.perf_counter()) < measure_until:
-            for key, _ in selector.select(timeout=0.5):
-                sock = key.fileobj  # type: ignore[assignment]
-                data = sock.recv(65536)
-                now = time.perf_counter()
-                if not data:
-                    raise RuntimeError(f"a stream ended: {last_data.get(sock, b'')!r}")
-                last_data[sock] = (last_data.get(sock, b"") + data)[-600:]
-                if b"cursor" in data:
-                    if sock in started and now > all_started:
-                        lateness.append(max(0.0, now - last_seen[sock] - 2.0))
-                    started.add(sock)
-                last_seen[sock] = now
-            if len(started) == count and all_started > now:
-                all_started, measure_until = now, now + 2 + 12  # one round, then measure
-        after = worker_rss_kb(server.pid)
-        for sock in last_seen:
-            sock.close()
-        if len(started) < count:
-            raise RuntimeError(f"only {len(started)} of {count} streams started within 120 s")
-        lateness.sort()
-        return (all_started - opened, (after - before) / count,
-                lateness[int(len(lateness) * 0.99)], lateness[-1])
-    finally:
-        server.terminate()
-        server.wait(60)
+        return [f"/subscriptions/{create_subscription(base_url, name, 'end')}/events"
+                for _ in range(count)]
+    return paths
 
 
 def main() -> None:
@@ -333,11 +279,8 @@ def main() -> None:
         if not args.idle_streams:
             return
         set_default_storage(settings.database_url, args.engines.split(",")[0])
-        opening, per_stream, p99, worst = idle_streams(env, args.idle_streams)
-        print(f"idle streams: {args.idle_streams} on one worker, all started after"
-              f" {opening:.1f} s, {per_stream:.0f} KB each;"
-              f" keep-alives every 2 s late by p99 {p99 * 1000:.0f} ms,"
-              f" max {worst * 1000:.0f} ms", flush=True)
+        idle = idle_streams(env, args.idle_streams, subscription_paths(args.idle_streams))
+        print(idle.describe(args.idle_streams, "subscription streams"), flush=True)
 
 
 if __name__ == "__main__":

@@ -39,6 +39,16 @@ def postgres_engine(pool):
 @pytest.fixture
 def zookeeper(settings):
     """A ZooKeeper client of the session's ensemble, as a worker has it."""
+    yield from _zookeeper_client(settings)
+
+
+@pytest.fixture
+def other_client(settings):
+    """A second client, as another instance of the broker would have."""
+    yield from _zookeeper_client(settings)
+
+
+def _zookeeper_client(settings):
     connection = ZooKeeper(settings.zookeeper, settings.zookeeper_root,
                            settings.zookeeper_timeout_s)
     yield connection.client()

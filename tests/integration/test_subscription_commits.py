@@ -13,21 +13,12 @@ import pytest
 
 from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.subscription_state import SubscriptionState
-from app.coordination.zookeeper import ZooKeeper
 from app.domain.topology import Session
 from app.subscriptions.commits import CommitRefused, commit
 from app.subscriptions.cursors import CheckedCursor
 from app.subscriptions.rebalance import hand_over
 
 KEYS = [("orders", "0"), ("orders", "1")]
-
-
-@pytest.fixture
-def other_client(settings):
-    connection = ZooKeeper(settings.zookeeper, settings.zookeeper_root,
-                           settings.zookeeper_timeout_s)
-    yield connection.client()
-    connection.close()
 
 
 @pytest.fixture

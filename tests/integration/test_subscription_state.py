@@ -14,19 +14,9 @@ from app.coordination.subscription_state import (
     SubscriptionGone,
     SubscriptionState,
 )
-from app.coordination.zookeeper import ZooKeeper
 from app.domain.topology import PartitionAssignment, Session, Topology
 
 KEYS = [("orders", "0"), ("orders", "1"), ("payments", "0")]
-
-
-@pytest.fixture
-def other_client(settings):
-    """A second client, as another instance of the broker would have."""
-    connection = ZooKeeper(settings.zookeeper, settings.zookeeper_root,
-                           settings.zookeeper_timeout_s)
-    yield connection.client()
-    connection.close()
 
 
 @pytest.fixture
