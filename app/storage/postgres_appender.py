@@ -43,12 +43,16 @@ log = logging.getLogger(__name__)
 # its events get a NULL offset, which log_events refuses, failing the whole
 # statement (every partition or none). Payloads (UTF-8 JSON) travel as text:
 # bytea literals are hex, twice the size for the server to parse.
-APPEND = """
+#
+# The statement is prepared once per connection (parsing and planning it cost
+# about as much server time as running it for one event); LISTEN already ties
+# the engine to session pooling, so prepared statements add no constraint.
+PREPARE_APPEND = """
+PREPARE nakadi_append (bigint[], integer[], bigint[], text[], text) AS
 WITH wanted AS (
     SELECT topic_id, partition, count,
            sum(count) OVER (ORDER BY ordinal) - count AS first_ordinal
-    FROM unnest(%(topics)s::bigint[], %(partitions)s::integer[], %(counts)s::bigint[])
-         WITH ORDINALITY AS w (topic_id, partition, count, ordinal)
+    FROM unnest($1, $2, $3) WITH ORDINALITY AS w (topic_id, partition, count, ordinal)
 ), locked AS MATERIALIZED (
     SELECT p.topic_id, p.partition FROM log_partitions p
     JOIN wanted w ON p.topic_id = w.topic_id AND p.partition = w.partition
@@ -62,12 +66,14 @@ WITH wanted AS (
     INSERT INTO log_events (topic_id, partition, event_offset, payload)
     SELECT w.topic_id, w.partition, c.first_offset + e.ordinal - 1 - w.first_ordinal,
            convert_to(e.payload, 'UTF8')
-    FROM unnest(%(payloads)s::text[]) WITH ORDINALITY AS e (payload, ordinal)
+    FROM unnest($4) WITH ORDINALITY AS e (payload, ordinal)
     JOIN wanted w ON e.ordinal > w.first_ordinal AND e.ordinal <= w.first_ordinal + w.count
     LEFT JOIN counters c ON c.topic_id = w.topic_id AND c.partition = w.partition
 )
-SELECT topic_id, partition, first_offset, pg_notify(%(channel)s, topic_id::text) FROM counters
+SELECT topic_id, partition, first_offset, pg_notify($5, topic_id::text) FROM counters
 """
+
+APPEND = "EXECUTE nakadi_append (%(topics)s, %(partitions)s, %(counts)s, %(payloads)s, %(channel)s)"
 
 
 class MissingPartitions(Exception):
@@ -161,7 +167,11 @@ class GroupAppender:
             conn.autocommit = True
             try:
                 with conn.cursor() as cursor:
-                    cursor.execute(APPEND, params)
+                    try:
+                        cursor.execute(APPEND, params)
+                    except psycopg2.errors.InvalidSqlStatementName:  # a new connection
+                        cursor.execute(PREPARE_APPEND)
+                        cursor.execute(APPEND, params)
                     rows = cursor.fetchall()
             except psycopg2.errors.NotNullViolation:
                 raise MissingPartitions() from None
