@@ -8,6 +8,7 @@ stream I/O yields. On SIGTERM a worker stops accepting, and open streams get
 
 from __future__ import annotations
 
+import gc
 import glob
 import os
 import shutil
@@ -18,6 +19,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from gunicorn.arbiter import Arbiter
     from gunicorn.workers.base import Worker
+
+GC_THRESHOLDS = (10_000, 20, 100)
+"""Python's cycle collector runs after 700 new container objects by default: every
+batch a stream reads (a tuple per event) or a publish parses set it off, and each
+older-generation run walks every object of the app. Workers start it less often
+and leave what start-up made out of it (``gc.freeze``); one postgres stream from
+begin went from 104-189k to 175-242k events/s in paired runs (bench_stream)."""
 
 
 def _fresh_metrics_dir() -> tuple[str, bool]:
@@ -90,6 +98,8 @@ def post_worker_init(worker: Worker) -> None:
     start_sweeps(services)
     services.publishing_gate.start()
     start_process_figures()
+    gc.freeze()
+    gc.set_threshold(*GC_THRESHOLDS)
 
 
 def worker_exit(server: Arbiter, worker: Worker) -> None:

@@ -1,6 +1,11 @@
 """Real services for the whole test session: PostgreSQL, ZooKeeper and the
 Kafka-protocol broker, started once on free ports (so a running ``make run`` is
-left alone) under a temporary data directory."""
+left alone) under a temporary data directory.
+
+The services hold two metadata databases: the session's own, whose default storage
+is ``postgres``, and one whose default storage is ``kafka``, for tests that run on
+each engine in turn (``default_storage`` in tests/api/conftest.py). Neither default
+changes during the session."""
 
 from __future__ import annotations
 
@@ -19,6 +24,8 @@ from app.repository.database import ConnectionPool, make_green
 from app.repository.storages import get_storage, register_local_storages
 from deploy.localstack import LocalStack, free_port
 from sql.migrate import migrate
+
+KAFKA_DEFAULT_DATABASE = "nakadi_kafka_default"
 
 
 @pytest.fixture(scope="session")
@@ -47,6 +54,24 @@ def stack_env() -> Iterator[dict[str, str]]:
 
 
 @pytest.fixture(scope="session")
+def kafka_default_env(stack_env: dict[str, str]) -> dict[str, str]:
+    """``NAKADI_*`` variables for the session's services with a metadata database of
+    its own (and a ZooKeeper root of its own) whose default storage is ``kafka``."""
+    admin = psycopg2.connect(stack_env["NAKADI_DATABASE_URL"])
+    admin.autocommit = True
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE {KAFKA_DEFAULT_DATABASE}")
+    admin.close()
+    database_url = stack_env["NAKADI_DATABASE_URL"].rsplit("/", 1)[0] + "/" + KAFKA_DEFAULT_DATABASE
+    conn = psycopg2.connect(database_url)
+    migrate(conn)
+    conn.close()
+    return stack_env | {"NAKADI_DATABASE_URL": database_url,
+                        "NAKADI_DEFAULT_STORAGE": "kafka",
+                        "NAKADI_ZOOKEEPER_ROOT": "/nakadi-test-kafka-default"}
+
+
+@pytest.fixture(scope="session")
 def settings(stack_env: dict[str, str]) -> Settings:
     return Settings.from_env(stack_env)
 
@@ -56,6 +81,16 @@ def pool(settings: Settings) -> Iterator[ConnectionPool]:
     make_green()
     pool = ConnectionPool(settings.database_url, 20)
     register_local_storages(pool, settings)
+    yield pool
+    pool.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_default_pool(kafka_default_env: dict[str, str]) -> Iterator[ConnectionPool]:
+    """A pool on the database whose default storage is ``kafka``."""
+    make_green()
+    pool = ConnectionPool(kafka_default_env["NAKADI_DATABASE_URL"], 20)
+    register_local_storages(pool, Settings.from_env(kafka_default_env))
     yield pool
     pool.close()
 

@@ -9,6 +9,7 @@ of queueing the request until the connection returns, which kazoo would do.
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import gevent.event
@@ -18,6 +19,8 @@ from kazoo.handlers.gevent import SequentialGeventHandler
 from kazoo.retry import KazooRetry
 
 from app.dependencies import DependencyUnavailable
+
+log = logging.getLogger(__name__)
 
 FIRST_CONNECT_WAIT_S = 0.5
 """How long the first request of a process waits for the first connection (~50 ms usually)."""
@@ -111,6 +114,7 @@ class ZooKeeper:
         return self._client
 
     def _state_changed(self, state: str) -> None:
+        log.info("ZooKeeper connection %s (%s)", state.lower(), self._hosts)
         if state == KazooState.CONNECTED:
             self._connected.set()
         else:

@@ -30,8 +30,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Generator, Iterator
 from itertools import groupby
 from operator import attrgetter
 
@@ -54,26 +53,16 @@ from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.lines import batch_line
 from app.subscriptions import known_offsets, local_streams
+from app.subscriptions.commit_tracker import CommitTracker, HeldPartition
 from app.subscriptions.departure import leave
 from app.subscriptions.partitions import SubscriptionPartitions
 from app.subscriptions.readers import PartitionReaders
-from app.subscriptions.rebalance import hand_over
 from app.subscriptions.stream_options import Phase, StreamRefused, SubscriptionStreamParams
 
 CHECK_INTERVAL_S = 1.0
 CLIENT_LEFT = "the client disconnected"
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class _Held:
-    """A partition this stream streams, in positions (through all timelines)."""
-
-    committed: int
-    sent: int
-    read: int
-    releasing_since: float | None = None  # set while handing it over
 
 
 class SubscriptionStream:
@@ -98,11 +87,10 @@ class SubscriptionStream:
         self._readers = PartitionReaders(partitions, engine_for, self._wake,
                                          read_ahead=params.max_uncommitted_events)
         self._batcher: Batcher[PartitionKey] = Batcher(params.limits, (), clock)
-        self._held: dict[PartitionKey, _Held] = {}
+        self._held: dict[PartitionKey, HeldPartition] = {}
+        self._commits = CommitTracker(self.id, self._held, state, partitions, params,
+                                      self._wake, clock)
         self._topology_changed = self._sessions_changed = self._control_changed = True
-        self._commits_read: dict[PartitionKey, str | Exception | None] = {}
-        self._commit_watches: dict[PartitionKey, Callable[[object], None]] = {}
-        self._commit_deadline: float | None = None
         self._end_reason: str | None = None
         self._graceful = False
         self._started = False
@@ -122,7 +110,7 @@ class SubscriptionStream:
             state.initialize_offsets(starting_offsets())
         self._taken_directly()
         state.register(self._session)
-        local_streams.opened(self.id, self._committed_here)
+        local_streams.opened(self.id, self._commits.committed_here)
         state.zookeeper.add_listener(self._connection_changed)
         try:
             topology = state.rebalance(self._partitions.partition_keys())
@@ -194,7 +182,7 @@ class SubscriptionStream:
                 # Nothing more can join the buffered events until a commit: send them.
                 yield from self._send(self._batcher.pending_batches())
             yield from self._send(self._batcher.due_batches())
-            self._hand_over_committed()
+            self._commits.hand_over_committed()
             self._readers.want(self._capacity())
             now = self._clock()
             wait = min(self._batcher.next_due(), self._ends_at, now + CHECK_INTERVAL_S) - now
@@ -215,9 +203,7 @@ class SubscriptionStream:
             return CLIENT_LEFT, False
         if not self._still_allowed():
             return "the reader is no longer allowed to read this subscription", False
-        if self._uncommitted() == 0:
-            self._commit_deadline = None
-        elif self._commit_deadline is not None and now >= self._commit_deadline:
+        if self._commits.timed_out(now):
             return "commit_timeout reached: no commit came for the events sent", False
         if now >= self._ends_at:
             return "stream_timeout reached", True
@@ -240,26 +226,6 @@ class SubscriptionStream:
             self._wake.set()
         return fired
 
-    def _commit_seen(self, key: PartitionKey) -> Callable[[object], None]:
-        """The watch on a partition's committed offset: read it again (arming the next
-        watch) without holding up the stream's loop, which applies what was read. One
-        function per partition, so that kazoo keeps one watch however often it is armed."""
-        watch = self._commit_watches.get(key)
-        if watch is None:
-            def watch(_event: object) -> None:
-                self._state.committed_later(key, self._commit_seen(key), self._commit_read)
-            self._commit_watches[key] = watch
-        return watch
-
-    def _commit_read(self, key: PartitionKey, committed: str | Exception | None) -> None:
-        """A committed offset read (or told by a commit in this process)."""
-        self._commits_read[key] = committed
-        self._wake.set()
-
-    def _committed_here(self, offsets: Mapping[PartitionKey, str]) -> None:
-        for key, offset in offsets.items():
-            self._commit_read(key, offset)
-
     def _follow_zookeeper(self) -> None:
         """Act on what the watches reported, arming them again."""
         state = self._state
@@ -272,7 +238,7 @@ class SubscriptionStream:
         if self._topology_changed:
             self._topology_changed = False
             self._follow(state.topology(watch=self._signal("_topology_changed")))
-        self._apply_commits()
+        self._commits.apply_commits()
 
     def _follow(self, topology: Topology) -> None:
         """Stream what the topology gives this session; stop what it takes away."""
@@ -296,11 +262,17 @@ class SubscriptionStream:
                 self._held[key].releasing_since = None
                 self._batcher.add(key)
                 changed = True
-        new = sorted(streaming - set(self._held), key=key_order)
-        for key, committed in self._state.committed_many(new, self._commit_seen).items():
-            position = self._position(key, committed)
-            self._held[key] = _Held(position, position, position)
-            self._batcher.add(key)
+        # A partition can be moving away before this stream ever read it (another
+        # stream started before this one's first turn): held with nothing sent, it is
+        # handed over at once.
+        new = sorted((streaming | releasing) - set(self._held), key=key_order)
+        for key, committed in self._state.committed_many(new, self._commits.commit_seen).items():
+            position = self._commits.position(key, committed)
+            self._held[key] = HeldPartition(position, position, position)
+            if key in releasing:
+                self._held[key].releasing_since = self._clock()
+            else:
+                self._batcher.add(key)
             changed = True
         if changed:
             self._readers.read({key: held.read for key, held in self._held.items()
@@ -310,35 +282,6 @@ class SubscriptionStream:
         held = self._held.pop(key)
         if held.releasing_since is None:
             self._batcher.remove(key)
-
-    def _position(self, key: PartitionKey, committed: str | None) -> int:
-        return self._partitions.position(key, committed) if committed else -1
-
-    def _apply_commits(self) -> None:
-        """Take in the committed offsets read since the last turn."""
-        read, self._commits_read = self._commits_read, {}
-        for key, committed in read.items():
-            if isinstance(committed, Exception):
-                raise committed
-            self._update_committed(key, self._position(key, committed))
-
-    def _update_committed(self, key: PartitionKey, position: int) -> None:
-        held = self._held.get(key)
-        if held is not None and position > held.committed:
-            held.committed = position
-            self._commit_deadline = None
-            if self._uncommitted() > 0:
-                self._commit_deadline = self._clock() + self._params.commit_timeout
-
-    def _hand_over_committed(self) -> None:
-        now = self._clock()
-        done = [key for key, held in self._held.items() if held.releasing_since is not None
-                and (held.committed >= held.sent
-                     or now >= held.releasing_since + self._params.commit_timeout)]
-        if done:
-            self._state.update_topology(lambda t: hand_over(t, self.id, done))
-            for key in done:
-                self._held.pop(key)
 
     def _take_read_events(self) -> None:
         for event_type, events in self._readers.inbox.take(self._capacity()):
@@ -356,25 +299,23 @@ class SubscriptionStream:
                 known_offsets.learn(self._partitions.timelines[event_type].items[0].id, partition,
                                     held.read)
 
-    def _uncommitted(self) -> int:
-        return sum(max(0, h.sent - h.committed) for h in self._held.values())
-
     def _capacity(self) -> int:
         """How many more events may be taken into batches now."""
         buffered = self._batcher.buffered()
         return min(self._batcher.room() - buffered,
-                   self._params.max_uncommitted_events - self._uncommitted() - buffered)
+                   self._params.max_uncommitted_events - self._commits.uncommitted() - buffered)
 
     def _paused(self) -> bool:
-        return self._batcher.buffered() > 0 and self._capacity() <= 0 and \
-            self._uncommitted() + self._batcher.buffered() >= self._params.max_uncommitted_events
+        buffered = self._batcher.buffered()
+        return buffered > 0 and self._capacity() <= 0 and \
+            self._commits.uncommitted() + buffered >= self._params.max_uncommitted_events
 
     def _send(self, batches: Iterator[tuple[PartitionKey, list[bytes]]]) -> Iterator[bytes]:
         for key, payloads in batches:
             held = self._held[key]
             held.sent += len(payloads)
-            if payloads and self._commit_deadline is None:
-                self._commit_deadline = self._clock() + self._params.commit_timeout
+            if payloads:
+                self._commits.sent()
             yield self._line(key, held.sent, payloads)
 
     def _line(self, key: PartitionKey, position: int, payloads: list[bytes],
@@ -400,7 +341,7 @@ class SubscriptionStream:
         """Called once the response is over: wait for commits in the background if
         the stream ended by a limit with events uncommitted, else clean up now."""
         self._readers.close()
-        if self._graceful and self._uncommitted() > 0 and self.phase == Phase.STREAMING:
+        if self._graceful and self._commits.uncommitted() > 0 and self.phase == Phase.STREAMING:
             self.phase = Phase.CLOSING
             gevent.spawn(self._close)
         else:
@@ -411,14 +352,14 @@ class SubscriptionStream:
             self._state.mark_closing(self._session)
             self._state.rebalance(self._partitions.partition_keys())
             deadline = self._clock() + self._params.commit_timeout
-            while self._uncommitted() > 0 and self._clock() < deadline \
+            while self._commits.uncommitted() > 0 and self._clock() < deadline \
                     and not lifecycle.is_shutting_down() and not self._zookeeper_lost:
                 self._wake.clear()
-                self._apply_commits()  # read by the watches armed while streaming
+                self._commits.apply_commits()  # read by the watches armed while streaming
                 if self._control_changed:
                     # A reset waits for this session, and discards its commits anyway.
                     self._check_control()
-                if self._uncommitted() > 0:
+                if self._commits.uncommitted() > 0:
                     self._wake.wait(min(CHECK_INTERVAL_S, max(0.0, deadline - self._clock())))
         except (KazooException, SubscriptionGone, ResetInProgress) as error:
             log.info("closing subscription stream %s: %r", self.id, error)

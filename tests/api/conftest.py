@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from app.repository.database import ConnectionPool
 from deploy.localstack import free_port
+from tests.helpers.timelines import default_storage_id
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBLEM = "application/problem+json"
@@ -27,14 +29,6 @@ def assert_problem(response: requests.Response, status: int) -> dict:
     assert body["title"] and body["detail"]
     assert "Traceback" not in response.text
     return body
-
-
-@pytest.fixture(params=["postgres", "kafka"])
-def default_storage(request, pool) -> Iterator[str]:
-    """Make each engine in turn the default storage, where new event types go."""
-    pool.execute("UPDATE storages SET is_default = (id = %s)", (request.param,))
-    yield request.param
-    pool.execute("UPDATE storages SET is_default = (id = 'postgres')")
 
 
 def start_gunicorn(env: dict[str, str], port: int, log: Path | None = None,
@@ -89,20 +83,16 @@ def worker_pids(master: int) -> list[int]:
 
 @dataclass
 class Server:
-    """The session's gunicorn: its URL, master process and log."""
+    """A gunicorn of the session: its URL, master process and log."""
 
     url: str
     process: subprocess.Popen
     log: Path
 
 
-@pytest.fixture(scope="session")
-def server(stack_env: dict[str, str], tmp_path_factory) -> Iterator[Server]:
-    """A real gunicorn (gevent workers) serving the session's stack."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
-    env.update(stack_env)
+def serve(env: dict[str, str], log: Path) -> Iterator[Server]:
+    """A long-lived gunicorn for the environment, until the generator is closed."""
     port = free_port()
-    log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     process = start_gunicorn(env, port, log)
     url = f"http://127.0.0.1:{port}"
     wait_until_serving(process, url, log)
@@ -111,5 +101,57 @@ def server(stack_env: dict[str, str], tmp_path_factory) -> Iterator[Server]:
 
 
 @pytest.fixture(scope="session")
-def base_url(server: Server) -> str:
+def server(stack_env: dict[str, str], tmp_path_factory) -> Iterator[Server]:
+    """A real gunicorn (gevent workers) serving the session's stack, whose default
+    storage is ``postgres``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
+    yield from serve(env | stack_env, tmp_path_factory.mktemp("gunicorn") / "gunicorn.log")
+
+
+@pytest.fixture(scope="session")
+def kafka_default_server(kafka_default_env: dict[str, str], kafka_default_pool,
+                         tmp_path_factory) -> Iterator[Server]:
+    """A second gunicorn on the same services, serving the database whose default
+    storage is ``kafka``. Started by the first test that runs on kafka."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
+    yield from serve(env | kafka_default_env,
+                     tmp_path_factory.mktemp("gunicorn-kafka") / "gunicorn.log")
+
+
+@pytest.fixture(params=["postgres", "kafka"])
+def default_storage(request) -> str:
+    """Runs the test on each engine in turn, as the default storage (where new event
+    types go). The test's ``base_url``, ``pool`` and ``server_env`` are those of a
+    stack whose default storage is that engine; no test changes a default."""
+    served = request.getfixturevalue("kafka_default_server" if request.param == "kafka"
+                                     else "server")
+    assert default_storage_id(served.url) == request.param
+    return request.param
+
+
+def _on_kafka(request: pytest.FixtureRequest) -> bool:
+    """Whether the test runs with ``default_storage`` set to kafka."""
+    return ("default_storage" in request.fixturenames
+            and request.getfixturevalue("default_storage") == "kafka")
+
+
+@pytest.fixture
+def base_url(request: pytest.FixtureRequest, server: Server) -> str:
+    """The URL of the gunicorn serving the test's stack (see ``default_storage``)."""
+    if _on_kafka(request):
+        return request.getfixturevalue("kafka_default_server").url
     return server.url
+
+
+@pytest.fixture
+def pool(request: pytest.FixtureRequest, pool: ConnectionPool) -> ConnectionPool:
+    """A pool on the metadata database of the test's stack (see ``default_storage``)."""
+    return request.getfixturevalue("kafka_default_pool") if _on_kafka(request) else pool
+
+
+@pytest.fixture
+def server_env(request: pytest.FixtureRequest, server_env: dict[str, str]) -> dict[str, str]:
+    """The environment for a gunicorn of its own on the test's stack."""
+    if _on_kafka(request):
+        return server_env | request.getfixturevalue("kafka_default_env")
+    return server_env

@@ -17,10 +17,11 @@ JSON = {"Content-Type": "application/json"}
 
 
 @pytest.fixture(scope="module")
-def event_type(base_url):
-    name = new_event_type(base_url, partition_strategy="user_defined")
+def event_type(server):
+    """One event type for the module, on the session's server (which ``base_url`` is)."""
+    name = new_event_type(server.url, partition_strategy="user_defined")
     yield name
-    requests.delete(f"{base_url}/event-types/{name}")
+    requests.delete(f"{server.url}/event-types/{name}")
 
 
 def event_text(amount: str, extra: str = "") -> str:

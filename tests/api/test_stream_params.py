@@ -14,14 +14,15 @@ INT32_MAX = 2**31 - 1
 
 
 @pytest.fixture(scope="module")
-def event_type(base_url):
+def event_type(server):
+    """One event type for the module, on the session's server (which ``base_url`` is)."""
     name = f"params.test-{uuid.uuid4().hex[:10]}"
-    response = requests.post(f"{base_url}/event-types", json={
+    response = requests.post(f"{server.url}/event-types", json={
         "name": name, "owning_application": "audit", "category": "undefined",
         "partition_strategy": "random", "schema": {"type": "json_schema", "schema": "{}"}})
     assert response.status_code == 201, response.text
     yield name
-    requests.delete(f"{base_url}/event-types/{name}")
+    requests.delete(f"{server.url}/event-types/{name}")
 
 
 @pytest.mark.parametrize("name", ["batch_limit", "stream_limit", "batch_flush_timeout",

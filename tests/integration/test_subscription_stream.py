@@ -75,6 +75,11 @@ def close_all(*clients: Client | None) -> None:
 
 
 def open_stream(zookeeper, engine, subscription, timeline, **params) -> Client:
+    return Client(started_stream(zookeeper, engine, subscription, timeline, **params))
+
+
+def started_stream(zookeeper, engine, subscription, timeline, **params) -> SubscriptionStream:
+    """A stream past ``starting`` that has not taken its first turn yet."""
     partitions = SubscriptionPartitions({EVENT_TYPE: Timelines((timeline,))})
     limits = StreamLimits(**{k: params.pop(k) for k in list(params)
                              if k in StreamLimits.__dataclass_fields__})
@@ -84,7 +89,7 @@ def open_stream(zookeeper, engine, subscription, timeline, **params) -> Client:
                                 SubscriptionStreamParams(limits, **params))
     bounds = {EVENT_TYPE: {b.partition: b for b in engine.bounds(timeline.topic)}}
     stream.start(lambda: starting_offsets(subscription, partitions, bounds))
-    return Client(stream)
+    return stream
 
 
 def append(engine, topic, partition: int, count: int) -> None:
@@ -138,6 +143,25 @@ def test_a_second_stream_takes_partitions_once_the_first_committed(
                                   for c in (first, second)) == [1, 2]
                    and all(p.state == "assigned" for p in state.topology().partitions))
     finally:
+        close_all(first, second)
+
+
+def test_partitions_moved_before_the_first_turn_are_handed_over_at_once(
+        zookeeper, engine, topic, timeline, subscription):
+    """The second stream starts between the first one's start and its first turn: the
+    first has sent nothing of the partition it gives up, so it moves at once."""
+    first_stream = started_stream(zookeeper, engine, subscription, timeline)
+    first = second = None
+    try:
+        second = open_stream(zookeeper, engine, subscription, timeline)
+        first = Client(first_stream)
+        state = SubscriptionState(zookeeper, subscription.id)
+        wait_until(lambda: sorted(len(state.topology().held_by(c.stream.id))
+                                  for c in (first, second)) == [1, 2]
+                   and all(p.state == "assigned" for p in state.topology().partitions))
+    finally:
+        if first is None:
+            first_stream.end()
         close_all(first, second)
 
 

@@ -9,8 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-# The session's gunicorn and the engine switch, shared with the API tests.
-from tests.api.conftest import base_url, default_storage, server  # noqa: F401
+# The session's gunicorns and the choice of engine, shared with the API tests.
+from tests.api.conftest import (  # noqa: F401
+    base_url,
+    default_storage,
+    kafka_default_server,
+    server,
+)
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,118 @@
+"""The commit bookkeeping of one subscription stream: how far each partition it
+holds was sent and committed, the committed offsets its ZooKeeper watches (or
+commits in this process) report, the ``commit_timeout`` clock, and which
+partitions being handed over are done.
+
+The stream state machine (``app.subscriptions.stream``) decides what to read and
+send; this keeps count of what its client committed of that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import gevent.event
+
+from app.coordination.subscription_state import SubscriptionState
+from app.domain.topology import PartitionKey
+from app.subscriptions.partitions import SubscriptionPartitions
+from app.subscriptions.rebalance import hand_over
+from app.subscriptions.stream_options import SubscriptionStreamParams
+
+
+@dataclass
+class HeldPartition:
+    """A partition a stream streams, in positions (through all timelines)."""
+
+    committed: int
+    sent: int
+    read: int
+    releasing_since: float | None = None  # set while handing it over
+
+
+class CommitTracker:
+    """Commits against the partitions a stream holds. ``held`` is the stream's own
+    map: the stream adds, reads and drops partitions; the tracker moves their
+    committed positions and gives back the handed-over ones once committed."""
+
+    def __init__(self, session_id: str, held: dict[PartitionKey, HeldPartition],
+                 state: SubscriptionState, partitions: SubscriptionPartitions,
+                 params: SubscriptionStreamParams, wake: gevent.event.Event,
+                 clock: Callable[[], float]) -> None:
+        self._session_id = session_id
+        self._held = held
+        self._state = state
+        self._partitions = partitions
+        self._params = params
+        self._wake = wake  # set when a committed offset was read
+        self._clock = clock
+        self._commits_read: dict[PartitionKey, str | Exception | None] = {}
+        self._commit_watches: dict[PartitionKey, Callable[[object], None]] = {}
+        self.commit_deadline: float | None = None
+
+    def commit_seen(self, key: PartitionKey) -> Callable[[object], None]:
+        """The watch on a partition's committed offset: read it again (arming the next
+        watch) without holding up the stream's loop, which applies what was read. One
+        function per partition, so that kazoo keeps one watch however often it is armed."""
+        watch = self._commit_watches.get(key)
+        if watch is None:
+            def watch(_event: object) -> None:
+                self._state.committed_later(key, self.commit_seen(key), self._commit_read)
+            self._commit_watches[key] = watch
+        return watch
+
+    def _commit_read(self, key: PartitionKey, committed: str | Exception | None) -> None:
+        """A committed offset read (or told by a commit in this process)."""
+        self._commits_read[key] = committed
+        self._wake.set()
+
+    def committed_here(self, offsets: Mapping[PartitionKey, str]) -> None:
+        for key, offset in offsets.items():
+            self._commit_read(key, offset)
+
+    def position(self, key: PartitionKey, committed: str | None) -> int:
+        return self._partitions.position(key, committed) if committed else -1
+
+    def apply_commits(self) -> None:
+        """Take in the committed offsets read since the last turn."""
+        read, self._commits_read = self._commits_read, {}
+        for key, committed in read.items():
+            if isinstance(committed, Exception):
+                raise committed
+            self._update_committed(key, self.position(key, committed))
+
+    def _update_committed(self, key: PartitionKey, position: int) -> None:
+        held = self._held.get(key)
+        if held is not None and position > held.committed:
+            held.committed = position
+            self.commit_deadline = None
+            if self.uncommitted() > 0:
+                self.commit_deadline = self._clock() + self._params.commit_timeout
+
+    def sent(self) -> None:
+        """Events were sent: their commit is due within ``commit_timeout`` unless
+        earlier ones are already awaited."""
+        if self.commit_deadline is None:
+            self.commit_deadline = self._clock() + self._params.commit_timeout
+
+    def timed_out(self, now: float) -> bool:
+        """Whether events sent went uncommitted for ``commit_timeout``."""
+        if self.uncommitted() == 0:
+            self.commit_deadline = None
+        elif self.commit_deadline is not None and now >= self.commit_deadline:
+            return True
+        return False
+
+    def hand_over_committed(self) -> None:
+        now = self._clock()
+        done = [key for key, held in self._held.items() if held.releasing_since is not None
+                and (held.committed >= held.sent
+                     or now >= held.releasing_since + self._params.commit_timeout)]
+        if done:
+            self._state.update_topology(lambda t: hand_over(t, self._session_id, done))
+            for key in done:
+                self._held.pop(key)
+
+    def uncommitted(self) -> int:
+        return sum(max(0, h.sent - h.committed) for h in self._held.values())
