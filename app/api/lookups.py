@@ -79,7 +79,6 @@ def subscription_bounds(partitions: SubscriptionPartitions
     return {name: partition_bounds(timeline) for name, timeline in partitions.timelines.items()}
 
 
-
 def newest_offset(timeline: Timelines, partition: int, position: int) -> int:
     """A position known to exist in the partition at ``position`` or past it, else its
     newest one: the storage is asked only for positions past what this process read."""

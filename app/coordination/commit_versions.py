@@ -43,7 +43,3 @@ def remember(subscription_id: str, entry: CommitVersions) -> None:
     _known.move_to_end(subscription_id)
     while len(_known) > MAX_SUBSCRIPTIONS:
         _known.popitem(last=False)
-
-
-def forget(subscription_id: str) -> None:
-    _known.pop(subscription_id, None)

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 KPI_STREAM_INTERVAL_S = 60.0
 """How often a long stream reports what it sent as a ``nakadi.data.streamed`` KPI."""
 
+
 class _Nothing:
     """Stands for a metric's child while metrics are off: counting costs nothing."""
 

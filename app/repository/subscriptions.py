@@ -27,7 +27,7 @@ COLUMNS = ('id, owning_application, event_types, consumer_group, read_from, init
            ' "authorization", created_at, updated_at')
 UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
 CHANGES_CHANNEL = "nakadi_subscriptions"
-NOTIFY_CHANGE = "SELECT pg_notify('nakadi_subscriptions', %s)"
+NOTIFY_CHANGE = f"SELECT pg_notify('{CHANGES_CHANNEL}', %s)"
 # A create that finds its key taken, and the holder deleted before it could be
 # read, tries again; more than this many times in a row is not a race any more.
 INSERT_ATTEMPTS = 5

@@ -211,9 +211,6 @@ class PostgresEngine(StorageEngine):
                 break
         return list(map(StoredEvent._make, rows))
 
-    def _listening(self) -> bool:
-        return self._watch.listening()
-
     def bounds(self, topic: str) -> list[PartitionBounds]:
         rows = self._query(BOUNDS, (self._topic_id(topic),))
         if not rows:
@@ -306,7 +303,7 @@ class PostgresReader:
         clock = gevent.get_hub().loop
         deadline = clock.now() + timeout
         while True:
-            listening = self._engine._listening()
+            listening = self._engine._watch.listening()
             if not self._caught_up or self._appended.is_set() or not listening:
                 events = self._fetch(max_events)
                 if events:

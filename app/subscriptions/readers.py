@@ -29,7 +29,6 @@ MAX_POLL_EVENTS = 5000
 log = logging.getLogger(__name__)
 
 
-
 class Inbox:
     """Events read and not yet taken by the stream: (event type, events of one poll)."""
 
