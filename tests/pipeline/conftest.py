@@ -21,12 +21,16 @@ from tests.api.conftest import (  # noqa: F401
 @pytest.fixture(scope="session")
 def spark() -> Iterator:
     """A local Spark with two cores and the ``nakadi`` format registered. Its Python
-    workers run this interpreter and report errors without tracebacks, as the
-    README tells users to configure."""
+    workers run this interpreter, import the installed pyspark (as the archiver's
+    do) and report errors without tracebacks, as the README tells users to
+    configure."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     from pyspark.sql import SparkSession
 
     from workers.pipeline import NakadiDataSource
+    from workers.pipeline.spark_home import use_compiled_pyspark
+
+    use_compiled_pyspark()
 
     session = (SparkSession.builder.master("local[2]").appName("nakadi-pipeline-tests")
                .config("spark.ui.enabled", "false")

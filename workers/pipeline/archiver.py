@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 
 from workers.pipeline.client import BrokerClient, BrokerError
 from workers.pipeline.progress import Progress
+from workers.pipeline.spark_home import use_compiled_pyspark
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -89,6 +90,7 @@ def start_spark(master: str) -> SparkSession:
     as one line rather than a traceback."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["SPARK_HIDE_TRACEBACK"] = "1"
+    use_compiled_pyspark()
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     from pyspark.sql import SparkSession
 
