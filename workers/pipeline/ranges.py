@@ -68,6 +68,9 @@ class OffsetPlanner:
     def __init__(self, client: BrokerClient, event_type: str) -> None:
         self.client = client
         self.event_type = event_type
+        # The distances last asked for: a micro-batch's planning asks the same twice
+        # (where it ends, then its ranges); offsets never move, so neither do they.
+        self._last_distances: tuple[dict[str, str], dict[str, str], dict[str, int]] | None = None
 
     def partitions(self) -> list[Partition]:
         return self.client.partitions(self.event_type)
@@ -101,14 +104,21 @@ class OffsetPlanner:
                 else newest[p] if o.lower() == LATEST else o for p, o in wanted.items()}
 
     def distances(self, start: Mapping[str, str], end: Mapping[str, str]) -> dict[str, int]:
-        """Events after ``start`` up to and including ``end``, per partition of both."""
-        both = [p for p in start if p in end]
-        if not both:
-            return {}
-        body = [{"initial_cursor": {"partition": p, "offset": start[p]},
-                 "final_cursor": {"partition": p, "offset": end[p]}} for p in both]
-        answer = self.client.cursor_distances(self.event_type, body)
-        return {p: item["distance"] for p, item in zip(both, answer, strict=True)}
+        """Events after ``start`` up to and including ``end``, per partition of both
+        (none where both are the same offset, without asking the broker)."""
+        start = {p: o for p, o in start.items() if p in end}
+        end = {p: end[p] for p in start}
+        if self._last_distances and self._last_distances[:2] == (start, end):
+            return dict(self._last_distances[2])
+        result = dict.fromkeys(start, 0)
+        asked = [p for p in start if start[p] != end[p]]
+        if asked:
+            body = [{"initial_cursor": {"partition": p, "offset": start[p]},
+                     "final_cursor": {"partition": p, "offset": end[p]}} for p in asked]
+            answer = self.client.cursor_distances(self.event_type, body)
+            result.update((p, item["distance"]) for p, item in zip(asked, answer, strict=True))
+        self._last_distances = (start, end, dict(result))
+        return result
 
     def ranges(self, start: Mapping[str, str], end: Mapping[str, str],
                split_size: int) -> list[OffsetRange]:
@@ -134,14 +144,17 @@ class OffsetPlanner:
     def advance(self, start: Mapping[str, str], max_events: int | None,
                 cap: Mapping[str, str] | None = None) -> dict[str, str]:
         """Where the next micro-batch ends: the newest offsets (or ``cap``), taking at
-        most ``max_events`` events over all partitions, shared fairly among them."""
-        counted = {p.partition: p for p in self.client.partitions(self.event_type, dict(start))}
-        known = [p for p in start if p in counted]
+        most ``max_events`` events over all partitions, shared fairly among them.
+        Up to ``cap`` only its distances are asked, none once ``start`` is there."""
         if cap is not None:
-            behind = self.distances({p: start[p] for p in known if p in cap}, cap)
-            available = {p: max(0, behind.get(p, 0)) for p in known}
-            ends = {p: cap.get(p, start[p]) for p in known}
+            known = [p for p in start if p in cap]
+            behind = self.distances({p: start[p] for p in known}, cap)
+            available = {p: max(0, behind[p]) for p in known}
+            ends = {p: cap[p] for p in known}
         else:
+            counted = {p.partition: p
+                       for p in self.client.partitions(self.event_type, dict(start))}
+            known = [p for p in start if p in counted]
             available = {p: counted[p].unconsumed_events or 0 for p in known}
             ends = {p: counted[p].newest_available_offset for p in known}
         result = dict(start)
