@@ -13,7 +13,11 @@ type, then prints events/s of:
   through ``lake.write_batch``, as ``nakadi-archive --once`` does.
 
 Each Spark job runs once on a small warm-up first, so JVM and Python worker
-start-up are not counted. The three Spark jobs run in turns, ``--rounds`` times,
+start-up are not counted. Under each figure: the CPU seconds the job cost each
+kind of process (from /proc: Spark's JVM, its Python processes, gunicorn, the
+storage), and for the archiver's path where its time went (from the query's
+progress: start-up before the first micro-batch, planning, writing, Spark's
+checkpoint). The three Spark jobs run in turns, ``--rounds`` times,
 each round's ratios from jobs seconds apart, so that a machine shared with other
 work moves both sides of a ratio alike; the load average is printed per round.
 Starts its own services (see harness.py).
@@ -79,10 +83,61 @@ def prepublish(settings: Settings, name: str, storage_id: str, count: int,
         pool.close()
 
 
-def timed(job) -> float:
+def process_cpu() -> dict[str, float]:
+    """CPU seconds so far of this process's descendants by kind, each with the
+    children it has reaped (Spark's Python workers, PostgreSQL's backends)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents, kinds, seconds = {}, {}, {}
+    for proc in Path("/proc").iterdir():
+        try:
+            stat = (proc / "stat").read_text()
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
+        pid = int(proc.name) if proc.name.isdigit() else 0
+        parents[pid] = int(fields[1])
+        seconds[pid] = sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+        kinds[pid] = next((kind for kind, marks in PROCESS_KINDS
+                           if any(mark in command or mark in name for mark in marks)), "other")
+    totals: dict[str, float] = {}
+    for pid in seconds:
+        ancestor = parents[pid]
+        while ancestor not in (0, 1, os.getpid()):
+            ancestor = parents.get(ancestor, 0)
+        if ancestor == os.getpid():
+            totals[kinds[pid]] = totals.get(kinds[pid], 0.0) + seconds[pid]
+    return totals
+
+
+# Matched in this order against a process's command line or name.
+PROCESS_KINDS = (("gunicorn", ("gunicorn",)), ("PostgreSQL", ("postgres",)),
+                 ("Tansu", ("tansu",)), ("ZooKeeper", ("zookeeper",)),
+                 ("Spark JVM", ("java",)), ("Spark's Python", ("pyspark", "python")))
+
+
+def timed(job) -> tuple[float, str]:
+    """Wall seconds of ``job``, and a line of the CPU seconds it cost each kind of
+    process."""
+    before = process_cpu()
     started = time.perf_counter()
     job()
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    used = {kind: seconds - before.get(kind, 0.0) for kind, seconds in process_cpu().items()}
+    return wall, "      CPU s: " + ", ".join(
+        f"{kind} {used[kind]:.1f}" for kind, _ in PROCESS_KINDS if used.get(kind, 0) >= 0.05)
+
+
+def wall_split(progress: list[dict], wall: float) -> str:
+    """Where a streaming query's wall time went, from its progress reports."""
+    parts = {"planning": ("latestOffset", "getBatch", "queryPlanning"),
+             "writing": ("addBatch",), "checkpoint": ("walCommit", "commitOffsets")}
+    spent = {part: sum(p["durationMs"].get(key, 0) for p in progress for key in keys) / 1000
+             for part, keys in parts.items()}
+    triggers = sum(p["durationMs"].get("triggerExecution", 0) for p in progress) / 1000
+    return (f"      wall s: {wall:.1f} = start-up and end {wall - triggers:.1f}, " +
+            ", ".join(f"{part} {seconds:.1f}" for part, seconds in spent.items()) +
+            f" ({len(progress)} micro-batches)")
 
 
 def main() -> None:
@@ -112,10 +167,10 @@ def main() -> None:
               f"({args.engine} engine), Spark {args.master} on {os.cpu_count()} cores",
               flush=True)
 
-        stream = args.events / timed(lambda: stream_throughput(port, name, args.events,
-                                                          partitions=PARTITIONS))
-        print(f"broker low-level stream, 1 stream:           {stream:>10,.0f} events/s",
-              flush=True)
+        wall, cpu = timed(lambda: stream_throughput(port, name, args.events,
+                                                    partitions=PARTITIONS))
+        print(f"broker low-level stream, 1 stream:           {args.events / wall:>10,.0f} "
+              f"events/s\n{cpu}", flush=True)
 
         spark = start_spark(args.master)
         layout = SourceOptions.parse({"url": base_url, "event_type": name}).layout()
@@ -133,6 +188,8 @@ def main() -> None:
                 .option("event_type", event_type).load() \
                 .write.mode("overwrite").parquet(str(work / out))
 
+        progress: list[dict] = []
+
         def archive(event_type: str, lake: str):
             def run() -> None:
                 query = (spark.readStream.format("nakadi").option("url", base_url)
@@ -143,6 +200,7 @@ def main() -> None:
                          .option("checkpointLocation", str(work / f"{lake}-checkpoint"))
                          .trigger(availableNow=True).start())
                 query.awaitTermination()
+                progress[:] = [p for p in query.recentProgress if p["numInputRows"]]
             return run
 
         for job in (json_file("warm.jsonl", "warm-json"), nakadi(warm, "warm-nakadi"),
@@ -150,15 +208,18 @@ def main() -> None:
             job()
         for round_ in range(1, args.rounds + 1):
             print(f"round {round_}, load average {os.getloadavg()[0]:.1f}", flush=True)
-            json_rate = args.events / timed(json_file("events.jsonl", f"json-{round_}"))
-            print(f"  Spark, JSON Lines file -> Parquet:         {json_rate:>10,.0f} events/s",
-                  flush=True)
-            source_rate = args.events / timed(nakadi(name, f"nakadi-{round_}"))
-            print(f"  Spark, nakadi source (batch) -> Parquet:   {source_rate:>10,.0f} events/s"
-                  f"  ({source_rate / json_rate:.2f} of the JSON file rate)", flush=True)
-            archive_rate = args.events / timed(archive(name, f"lake-{round_}"))
-            print(f"  archiver path (availableNow, lake):        {archive_rate:>10,.0f} events/s"
-                  f"  ({archive_rate / json_rate:.2f} of the JSON file rate)", flush=True)
+            wall, cpu = timed(json_file("events.jsonl", f"json-{round_}"))
+            json_rate = args.events / wall
+            print(f"  Spark, JSON Lines file -> Parquet:         {json_rate:>10,.0f} events/s"
+                  f"\n{cpu}", flush=True)
+            wall, cpu = timed(nakadi(name, f"nakadi-{round_}"))
+            print(f"  Spark, nakadi source (batch) -> Parquet:   {args.events / wall:>10,.0f} "
+                  f"events/s  ({args.events / wall / json_rate:.2f} of the JSON file rate)"
+                  f"\n{cpu}", flush=True)
+            wall, cpu = timed(archive(name, f"lake-{round_}"))
+            print(f"  archiver path (availableNow, lake):        {args.events / wall:>10,.0f} "
+                  f"events/s  ({args.events / wall / json_rate:.2f} of the JSON file rate)"
+                  f"\n{cpu}\n{wall_split(progress, wall)}", flush=True)
         spark.stop()
 
 
