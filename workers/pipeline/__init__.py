@@ -5,5 +5,6 @@ over HTTP; the broker itself never imports it."""
 from workers.pipeline.client import BrokerError
 from workers.pipeline.lake import read_archive
 from workers.pipeline.source import NakadiDataSource
+from workers.pipeline.spark_home import use_compiled_pyspark
 
-__all__ = ["BrokerError", "NakadiDataSource", "read_archive"]
+__all__ = ["BrokerError", "NakadiDataSource", "read_archive", "use_compiled_pyspark"]
