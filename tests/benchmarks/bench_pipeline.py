@@ -89,13 +89,15 @@ def process_cpu() -> dict[str, float]:
     tick = os.sysconf("SC_CLK_TCK")
     parents, kinds, seconds = {}, {}, {}
     for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
         try:
             stat = (proc / "stat").read_text()
             command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, ValueError):
             continue
         name, fields = stat[stat.index("(") + 1:stat.rindex(")")], stat.rsplit(")", 1)[1].split()
-        pid = int(proc.name) if proc.name.isdigit() else 0
+        pid = int(proc.name)
         parents[pid] = int(fields[1])
         seconds[pid] = sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
         kinds[pid] = next((kind for kind, marks in PROCESS_KINDS
