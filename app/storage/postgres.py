@@ -84,8 +84,8 @@ class TopicWatch:
         """A mark of what was heard of the topic's appends so far: while it stays the
         same, no append committed since it was taken has been heard of yet, so a
         waiter registered meanwhile will be set by any such append. None while
-        appends go unheard."""
-        if not self.listening():
+        appends go unheard (or no reader started listening yet)."""
+        if not self._listener.is_listening():
             return None
         return self._gaps, self._heard.get(topic_id, 0)
 

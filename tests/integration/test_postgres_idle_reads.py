@@ -63,6 +63,7 @@ def test_a_reader_starting_at_the_newest_events_just_read_skips_its_first_read(
 
     engine._read_many = counted  # type: ignore[method-assign]
     try:
+        assert engine._watch.listening()  # as in a worker that serves streams already
         newest = {bounds.partition: bounds.newest for bounds in engine.bounds(topic)}
         assert newest == {0: 0, 1: -1}
         at_end = engine.reader(topic, newest)
