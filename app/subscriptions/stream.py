@@ -306,8 +306,9 @@ class SubscriptionStream:
                    self._params.max_uncommitted_events - self._commits.uncommitted() - buffered)
 
     def _paused(self) -> bool:
+        """Whether events wait in batches that only a commit lets out."""
         buffered = self._batcher.buffered()
-        return buffered > 0 and self._capacity() <= 0 and \
+        return buffered > 0 and \
             self._commits.uncommitted() + buffered >= self._params.max_uncommitted_events
 
     def _send(self, batches: Iterator[tuple[PartitionKey, list[bytes]]]) -> Iterator[bytes]:
