@@ -47,6 +47,10 @@ class Listener:
         self._settled.wait(self._timeout_s)
         return self._listening
 
+    def is_listening(self) -> bool:
+        """Whether LISTEN is in place now; unlike ``ensure_listening`` it starts nothing."""
+        return self._listening and self._greenlet is not None and not self._greenlet.dead
+
     def _run(self) -> None:
         while True:
             try:

@@ -68,15 +68,26 @@ def log_error(error: psycopg2.Error) -> StorageError:
 
 
 class TopicWatch:
-    """Wakes greenlets waiting for appends to a topic."""
+    """Wakes greenlets waiting for appends to a topic, and counts the appends heard of."""
 
     def __init__(self, dsn: str, timeout_s: float) -> None:
         self._waiters: dict[int, set[gevent.event.Event]] = defaultdict(set)
+        self._heard: dict[int, int] = defaultdict(int)  # topic id -> notifications heard
+        self._gaps = 0  # times notifications may have been missed
         self._listener = Listener(dsn, CHANNEL, self._wake, self._wake_all, timeout_s)
 
     def listening(self) -> bool:
         """Whether appends are heard of (else a waiter may never be set)."""
         return self._listener.ensure_listening()
+
+    def heard(self, topic_id: int) -> tuple[int, int] | None:
+        """A mark of what was heard of the topic's appends so far: while it stays the
+        same, no append committed since it was taken has been heard of yet, so a
+        waiter registered meanwhile will be set by any such append. None while
+        appends go unheard (or no reader started listening yet)."""
+        if not self._listener.is_listening():
+            return None
+        return self._gaps, self._heard.get(topic_id, 0)
 
     def waiter(self, topic_id: int) -> gevent.event.Event:
         """An event set by every append to the topic (and when appends may have gone
@@ -95,12 +106,14 @@ class TopicWatch:
                 del self._waiters[topic_id]
 
     def _wake(self, payloads: set[str]) -> None:
-        for topic_id in payloads:
-            for event in self._waiters.get(int(topic_id), ()):
+        for topic_id in map(int, payloads):
+            self._heard[topic_id] += 1
+            for event in self._waiters.get(topic_id, ()):
                 event.set()
 
     def _wake_all(self) -> None:
         """Appends may have gone unnoticed: let every waiter look again."""
+        self._gaps += 1
         for waiters in self._waiters.values():
             for event in waiters:
                 event.set()
@@ -118,6 +131,9 @@ class PostgresEngine(StorageEngine):
         self._pool = pool
         self._topic_ids: dict[str, int] = {}
         self._watch = TopicWatch(pool.dsn, pool.timeout_s)
+        # topic id -> the newest offset of each partition, and what had been heard of
+        # the topic's appends when it was read
+        self._newest: dict[int, tuple[tuple[int, int], dict[int, int]]] = {}
         self._appender = GroupAppender(pool)
 
     def _query(self, query: str, params: Params, *, text_as_bytes: bool = False
@@ -157,7 +173,9 @@ class PostgresEngine(StorageEngine):
         self._topic_ids[topic] = topic_id
 
     def delete_topic(self, topic: str) -> None:
-        self._topic_ids.pop(topic, None)
+        topic_id = self._topic_ids.pop(topic, None)
+        if topic_id is not None:
+            self._newest.pop(topic_id, None)
         try:
             with self._pool.transaction() as cursor:
                 cursor.execute("DELETE FROM log_topics WHERE name = %s RETURNING id", (topic,))
@@ -212,12 +230,31 @@ class PostgresEngine(StorageEngine):
         return list(map(StoredEvent._make, rows))
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
-        rows = self._query(BOUNDS, (self._topic_id(topic),))
+        topic_id = self._topic_id(topic)
+        heard = self._watch.heard(topic_id)
+        rows = self._query(BOUNDS, (topic_id,))
         if not rows:
             # Deleted since its id was cached (by another process): this raises TopicNotFound,
             # or finds the topic created again under the same name.
-            rows = self._query(BOUNDS, (self._topic_id(topic, refresh=True),))
+            topic_id = self._topic_id(topic, refresh=True)
+            heard = self._watch.heard(topic_id)
+            rows = self._query(BOUNDS, (topic_id,))
+        if heard is not None:
+            self._newest[topic_id] = heard, {partition: newest for partition, _, newest in rows}
         return [PartitionBounds(partition, oldest, newest) for partition, oldest, newest in rows]
+
+    def _known_newest(self, topic_id: int, positions: Mapping[int, int]) -> bool:
+        """Whether the positions are the newest of their partitions for sure: the last
+        bounds read says so, and no append has been heard of since it was taken
+        (then a waiter registered before this call hears of any later one)."""
+        known = self._newest.get(topic_id)
+        if known is None:
+            return False
+        heard, newest = known
+        if heard != self._watch.heard(topic_id):
+            del self._newest[topic_id]
+            return False
+        return all(newest.get(partition) == after for partition, after in positions.items())
 
     def reader(self, topic: str, positions: Mapping[int, int]) -> PostgresReader:
         return PostgresReader(self, topic, positions)
@@ -282,9 +319,10 @@ class PostgresReader:
 
     Its waiter stays registered from the first poll to ``close``: once a read
     found nothing more, the reader queries again only when an append to the
-    topic was heard of, so an idle reader costs the database nothing. While
-    appends cannot be heard of (the listening connection is down) it reads on
-    every poll."""
+    topic was heard of, so an idle reader costs the database nothing; one
+    starting at the newest events that ``bounds`` just read (a stream from the
+    end) skips even the first read. While appends cannot be heard of (the
+    listening connection is down) it reads on every poll."""
 
     def __init__(self, engine: PostgresEngine, topic: str, positions: Mapping[int, int]) -> None:
         self._engine = engine
@@ -300,6 +338,8 @@ class PostgresReader:
             return []
         if self._appended is None:
             self._appended = self._engine._watch.waiter(self._topic_id)
+            # A stream starting at the end, just read by ``bounds``, needs no first read.
+            self._caught_up = self._engine._known_newest(self._topic_id, self._positions)
         clock = gevent.get_hub().loop
         deadline = clock.now() + timeout
         while True:

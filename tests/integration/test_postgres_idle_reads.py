@@ -44,3 +44,55 @@ def test_an_idle_reader_reads_again_only_after_an_append_is_notified(postgres_en
     finally:
         engine._read_many = read_many  # type: ignore[method-assign]
         engine.delete_topic(topic)
+
+
+def test_a_reader_starting_at_the_newest_events_just_read_skips_its_first_read(
+        postgres_engine):
+    # A stream opened at the end reads the bounds first; a thousand such streams opening
+    # together spent a tenth of their time on a first read that could find nothing.
+    engine: PostgresEngine = postgres_engine
+    topic = f"test-{uuid.uuid4().hex[:12]}"
+    engine.create_topic(topic, partitions=2, retention_ms=3_600_000)
+    engine.append_many(topic, {0: [b'{"n": 0}']})
+    reads = []
+    read_many = engine._read_many
+
+    def counted(*args, **kwargs):
+        reads.append(args)
+        return read_many(*args, **kwargs)
+
+    engine._read_many = counted  # type: ignore[method-assign]
+    try:
+        assert engine._watch.listening()  # as in a worker that serves streams already
+        newest = {bounds.partition: bounds.newest for bounds in engine.bounds(topic)}
+        assert newest == {0: 0, 1: -1}
+        at_end = engine.reader(topic, newest)
+        assert at_end.poll(10, 0.2) == []
+        assert reads == [], "a reader at the known end read anyway"
+        engine.append_many(topic, {1: [b'{"n": 1}']})
+        assert [(e.partition, e.offset) for e in at_end.poll(10, 2.0)] == [(1, 0)]
+        at_end.close()
+
+        behind = engine.reader(topic, {0: -1, 1: 0})  # not at the end: reads at once
+        assert [(e.partition, e.offset) for e in behind.poll(10, 0.2)] == [(0, 0)]
+        behind.close()
+    finally:
+        engine._read_many = read_many  # type: ignore[method-assign]
+        engine.delete_topic(topic)
+
+
+def test_a_reader_at_the_end_gets_what_was_appended_after_the_bounds_were_read(
+        postgres_engine):
+    # Whether the append is heard of before the reader starts or after, it is read.
+    engine: PostgresEngine = postgres_engine
+    topic = f"test-{uuid.uuid4().hex[:12]}"
+    engine.create_topic(topic, partitions=1, retention_ms=3_600_000)
+    try:
+        for n in range(5):
+            newest = {bounds.partition: bounds.newest for bounds in engine.bounds(topic)}
+            engine.append_many(topic, {0: [b'{"n": %d}' % n]})
+            reader = engine.reader(topic, newest)
+            assert [e.payload for e in reader.poll(10, 2.0)] == [b'{"n": %d}' % n]
+            reader.close()
+    finally:
+        engine.delete_topic(topic)
