@@ -18,7 +18,9 @@ from collections.abc import Iterable
 
 import gevent
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError, RolledBackError
+from kazoo.exceptions import KazooException, NoNodeError
+
+from app.coordination.nodes import create_all
 
 ROOT = "/low-level-streams"
 
@@ -59,7 +61,8 @@ def claim_slots(zookeeper: KazooClient, event_type: str, partitions: Iterable[in
     parents = [f"{ROOT}/{event_type}/{partition}" for partition in partitions]
     slots = StreamSlots(zookeeper)
     try:
-        slots._nodes = _create_nodes(zookeeper, parents)
+        slots._nodes = create_all(zookeeper, [(f"{parent}/stream-", b"") for parent in parents],
+                                  ephemeral=True, sequence=True)
         for partition, parent, node in zip(partitions, parents, slots._nodes, strict=True):
             holders = sorted(zookeeper.get_children(parent))
             if holders.index(node.rsplit("/", 1)[1]) >= limit:
@@ -70,43 +73,3 @@ def claim_slots(zookeeper: KazooClient, event_type: str, partitions: Iterable[in
         slots.release()
         raise
     return slots
-
-
-def _create_nodes(zookeeper: KazooClient, parents: list[str]) -> list[str]:
-    """A node under every parent, all created in one transaction (one round trip);
-    the parents are made when one is missing. Not kazoo's ``create`` nor
-    ``ensure_path``: each call of them leaves a reference cycle (and, when a node
-    is missing or exists, a traceback) that lives until the cycle collector runs,
-    which an idle worker hardly does: the garbage of a thousand streams opened
-    together cost the worker 20-25 KB per stream."""
-    if not parents:
-        return []
-    results = _commit_creates(zookeeper, parents)
-    if any(isinstance(result, NoNodeError) for result in results):
-        _make_paths(zookeeper, parents)
-        results = _commit_creates(zookeeper, parents)
-    failures = [result for result in results if isinstance(result, Exception)]
-    if failures:  # one names the cause; the others say they were rolled back with it
-        raise next((failure for failure in failures
-                    if not isinstance(failure, RolledBackError)), failures[0])
-    return results
-
-
-def _commit_creates(zookeeper: KazooClient, parents: list[str]) -> list:
-    """What a transaction creating an ephemeral sequential node under every parent
-    returned: each node's path, or the error that failed it all."""
-    transaction = zookeeper.transaction()
-    for parent in parents:
-        transaction.create(f"{parent}/stream-", ephemeral=True, sequence=True)
-    return transaction.commit()
-
-
-def _make_paths(zookeeper: KazooClient, paths: list[str]) -> None:
-    """Create the paths and the nodes above them, each node in a transaction of its
-    own: another stream may create one first, which is as good."""
-    nodes = {"/".join(path.split("/")[:depth]) for path in paths
-             for depth in range(2, path.count("/") + 2)}
-    for node in sorted(nodes, key=len):
-        transaction = zookeeper.transaction()
-        transaction.create(node)
-        transaction.commit()  # NodeExistsError: made meanwhile; other failures show next

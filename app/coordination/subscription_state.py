@@ -30,6 +30,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
+from app.coordination.nodes import create_all
 from app.coordination.subscription_nodes import subscription_path
 from app.domain.topology import PartitionAssignment, PartitionKey, Session, Topology, key_order
 from app.subscriptions.rebalance import rebalance
@@ -103,9 +104,8 @@ class SubscriptionState:
 
     def register(self, session: Session) -> None:
         """Add an open stream; creates the subscription's tree on its first stream."""
-        self.zookeeper.ensure_path(self.sessions_path)
-        self.zookeeper.create(f"{self.sessions_path}/{session.id}", _session_json(session),
-                              ephemeral=True)
+        create_all(self.zookeeper, [(f"{self.sessions_path}/{session.id}",
+                                     _session_json(session))], ephemeral=True)
 
     def mark_closing(self, session: Session) -> None:
         closing = Session(session.id, session.requested, closing=True)

@@ -10,6 +10,8 @@ is deleted (README, known issues).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from itertools import groupby
+from operator import attrgetter
 
 from app.domain.timeline import Timelines
 from app.storage.engine import PartitionBounds, StorageEngine, StoredEvent, StreamReader
@@ -18,6 +20,8 @@ EngineFor = Callable[[str], StorageEngine]
 
 CLOSED_POLL_S = 0.5
 """Longest wait for events of a closed timeline: they are all there already."""
+
+_partition = attrgetter("partition")
 
 
 def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[PartitionBounds]:
@@ -107,29 +111,31 @@ class TimelinesReader:
 
     def _take(self, index: int, events: list[StoredEvent]) -> list[StoredEvent]:
         """The events as positions; partitions that reached the end of a closed
-        timeline move on to the next."""
+        timeline move on to the next. Readers give each partition's events in
+        offset order."""
         timelines = self._timelines
         taken: list[StoredEvent] = []
         done = False
-        # Per partition read here: where the timeline starts and ends (None: not read here).
-        spans: dict[int, tuple[int, int | None] | None] = {}
-        for event in events:
-            p = event.partition
-            if p not in spans:
-                spans[p] = (timelines.start_of(index, p), timelines.end_of(index, p)) \
-                    if self._placed.get(p) == index else None
-            span = spans[p]
-            if span is None:
+        for p, group in groupby(events, key=_partition):
+            if self._placed.get(p) != index:
+                continue  # not read in this timeline
+            run = list(group)
+            start, end = timelines.start_of(index, p), timelines.end_of(index, p)
+            first, last = run[0].offset, run[-1].offset
+            if start == 0 and end is None and first > self._positions[p] \
+                    and last - first == len(run) - 1:
+                # The usual run: the open timeline, where offsets are positions, read on
+                # without a gap from where it was. It serves as it is.
+                taken += run
+                self._positions[p] = last
                 continue
-            start, end = span
-            position = start + event.offset
-            if (end is not None and position > end) or position <= self._positions[p]:
-                continue
-            # Where the timeline starts at position 0 its offsets are positions: the
-            # event serves as it is.
-            taken.append(event if start == 0 else StoredEvent(p, position, event.payload))
-            self._positions[p] = position
-            done = done or (end is not None and position >= end)
+            for event in run:
+                position = start + event.offset
+                if (end is not None and position > end) or position <= self._positions[p]:
+                    continue
+                taken.append(event if start == 0 else StoredEvent(p, position, event.payload))
+                self._positions[p] = position
+                done = done or (end is not None and position >= end)
         if done:
             self._place()
         return taken

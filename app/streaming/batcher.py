@@ -33,6 +33,7 @@ class Batcher(Generic[K]):
         self._buffers: dict[K, list[bytes]] = {}
         self._flush_due: dict[K, float] = {}
         self._keep_alives: dict[K, int] = {}
+        self._buffered = 0  # events in all buffers: asked for several times per turn
         self.sent = 0
         for partition in partitions:
             self.add(partition)
@@ -43,6 +44,7 @@ class Batcher(Generic[K]):
 
     def add(self, partition: K) -> None:
         """Start batching a partition; its first flush is a timeout from now."""
+        self._buffered -= len(self._buffers.get(partition, ()))
         self._buffers[partition] = []
         self._flush_due[partition] = self._clock() + self._limits.batch_flush_timeout
         self._keep_alives[partition] = 0
@@ -50,10 +52,13 @@ class Batcher(Generic[K]):
     def remove(self, partition: K) -> list[bytes]:
         """Stop batching a partition; returns what it held, unsent."""
         del self._flush_due[partition], self._keep_alives[partition]
-        return self._buffers.pop(partition)
+        buffer = self._buffers.pop(partition)
+        self._buffered -= len(buffer)
+        return buffer
 
     def take(self, partition: K, payloads: list[bytes]) -> None:
         self._buffers[partition].extend(payloads)
+        self._buffered += len(payloads)
 
     def room(self) -> int:
         """How many more events the stream may send."""
@@ -62,7 +67,7 @@ class Batcher(Generic[K]):
         return self._limits.stream_limit - self.sent
 
     def buffered(self) -> int:
-        return sum(len(buffer) for buffer in self._buffers.values())
+        return self._buffered
 
     def next_due(self) -> float:
         """When the earliest flush timer runs out (never, with no partitions)."""
@@ -105,6 +110,7 @@ class Batcher(Generic[K]):
         payloads = buffer[:count]
         del buffer[:count]
         self.sent += len(payloads)
+        self._buffered -= len(payloads)
         self._flush_due[partition] = self._clock() + self._limits.batch_flush_timeout
         self._keep_alives[partition] = 0 if payloads else self._keep_alives[partition] + 1
         return partition, payloads

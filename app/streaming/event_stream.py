@@ -15,6 +15,8 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Generator, Iterator
+from itertools import groupby
+from operator import attrgetter
 
 import gevent
 from kazoo.client import KazooClient
@@ -32,6 +34,8 @@ from app.streaming.lines import batch_line
 
 CHECK_INTERVAL_S = 1.0
 MAX_POLL_EVENTS = 5000
+
+_partition = attrgetter("partition")
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +91,9 @@ class EventStream:
             wait = max(0.0, min(batcher.next_due(), self._ends_at, now + CHECK_INTERVAL_S) - now)
             capacity = batcher.room() - batcher.buffered()
             if capacity > 0:
-                for event in self._reader.poll(min(capacity, MAX_POLL_EVENTS), wait):
-                    batcher.take(event.partition, [event.payload])
+                events = self._reader.poll(min(capacity, MAX_POLL_EVENTS), wait)
+                for partition, run in groupby(events, key=_partition):
+                    batcher.take(partition, [event.payload for event in run])
             else:  # full until a batch is due: only time can change that
                 gevent.sleep(wait)
             yield from self._lines(batcher.full_batches())

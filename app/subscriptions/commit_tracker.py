@@ -115,4 +115,4 @@ class CommitTracker:
                 self._held.pop(key)
 
     def uncommitted(self) -> int:
-        return sum(max(0, h.sent - h.committed) for h in self._held.values())
+        return sum([h.sent - h.committed for h in self._held.values() if h.sent > h.committed])

@@ -290,11 +290,18 @@ class SubscriptionStream:
                 held = self._held.get(key)
                 if held is None or held.releasing_since is not None:
                     continue  # a partition given up
-                payloads = []
-                for event in run:
-                    if event.offset == held.read + 1:  # else read again after a change
-                        held.read = event.offset
-                        payloads.append(event.payload)
+                events_of_run = list(run)
+                if events_of_run[0].offset == held.read + 1 and \
+                        events_of_run[-1].offset == held.read + len(events_of_run):
+                    # The usual run: on from where the partition was, without a gap.
+                    payloads = [event.payload for event in events_of_run]
+                    held.read = events_of_run[-1].offset
+                else:
+                    payloads = []
+                    for event in events_of_run:
+                        if event.offset == held.read + 1:  # else read again after a change
+                            held.read = event.offset
+                            payloads.append(event.payload)
                 self._batcher.take(key, payloads)
                 known_offsets.learn(self._partitions.timelines[event_type].items[0].id, partition,
                                     held.read)
@@ -306,8 +313,9 @@ class SubscriptionStream:
                    self._params.max_uncommitted_events - self._commits.uncommitted() - buffered)
 
     def _paused(self) -> bool:
+        """Whether events wait in batches that only a commit lets out."""
         buffered = self._batcher.buffered()
-        return buffered > 0 and self._capacity() <= 0 and \
+        return buffered > 0 and \
             self._commits.uncommitted() + buffered >= self._params.max_uncommitted_events
 
     def _send(self, batches: Iterator[tuple[PartitionKey, list[bytes]]]) -> Iterator[bytes]:

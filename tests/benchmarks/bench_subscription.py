@@ -10,8 +10,14 @@ For each engine it prints:
   committing every batch (from a second thread, so reading goes on while a
   commit is under way; batches that arrived during a commit are committed
   together by their newest cursor per partition); next to the low-level
-  stream's rate over the same events with the same batch_limit, and the
-  commits' p50/p99 latency;
+  stream's rate over the same events with the same batch_limit, the commits'
+  p50/p99 latency, and the gunicorn workers' CPU seconds per million events
+  for each stream;
+- commit cost: ``--commits`` commits sent one after another, each moving one
+  partition of an open stream forward by one event: commits/s, p50/p99 latency
+  and the workers' CPU per commit (the request, ZooKeeper's round trip and
+  watch, and the stream's wake-up), which sets how much a stream that commits
+  often pays on top of the low-level stream;
 - latency: single events published over HTTP at ``--rate`` events/s to a
   subscription stream with batch_limit 1 whose client commits the same way;
   p50/p99 from the publish to the arrival of the event;
@@ -36,17 +42,21 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
+from typing import TypeVar
 
 import orjson
 import requests
 
 from app.config import Settings
-from tests.benchmarks.bench_publish import create_event_type, order_event
+from tests.benchmarks.bench_publish import create_event_type, order_event, workers_cpu_s
 from tests.benchmarks.bench_stream import prepublish, publish_paced, stream_throughput
 from tests.benchmarks.harness import running_broker, set_default_storage
 from tests.benchmarks.idle_streams import idle_streams
 
 PARTITIONS = 8
+
+T = TypeVar("T")
 
 
 def create_subscription(base_url: str, event_type: str, read_from: str = "begin") -> str:
@@ -131,6 +141,13 @@ def low_level_throughput(port: int, name: str, count: int) -> float:
     return stream_throughput(port, name, count, batch_limit=100, partitions=PARTITIONS)[0]
 
 
+def with_workers_cpu(port: int, measure: Callable[[], T]) -> tuple[T, float]:
+    """What ``measure`` returns, and the workers' CPU seconds while it ran."""
+    before = workers_cpu_s(port)
+    result = measure()
+    return result, workers_cpu_s(port) - before
+
+
 def subscription_throughput(port: int, base_url: str, name: str, count: int,
                             max_uncommitted: int) -> tuple[float, list[float]]:
     """Events/s of a subscription stream from begin, committing every batch, and the
@@ -150,6 +167,33 @@ def subscription_throughput(port: int, base_url: str, name: str, count: int,
     if received != count:
         raise RuntimeError(f"received {received} of {count} events")
     return count / elapsed, latencies
+
+
+def commit_cost(port: int, base_url: str, name: str, count: int
+                ) -> tuple[float, list[float], float]:
+    """Commits/s, the latencies (ms, sorted) and the workers' CPU ms per commit of
+    ``count`` commits sent one after another, each one event further in a partition
+    of a new subscription's stream over ``name`` (batch_limit 1; the stream holds
+    ``count`` events uncommitted, so each commit lets it send one more)."""
+    client = SubscriptionClient(port, create_subscription(base_url, name), batch_limit=1,
+                                max_uncommitted_events=count)
+    cursors: list[dict] = []
+    for batch in client.batches():
+        if batch.get("events"):
+            cursors.append(batch["cursor"])
+            if len(cursors) == count:
+                break
+    latencies = []
+    cpu_before = workers_cpu_s(port)
+    started = time.perf_counter()
+    for cursor in cursors:
+        sent = time.perf_counter()
+        client.commit([cursor])
+        latencies.append((time.perf_counter() - sent) * 1000)
+    elapsed = time.perf_counter() - started
+    cpu_ms = (workers_cpu_s(port) - cpu_before) * 1000 / count
+    client.close()
+    return count / elapsed, sorted(latencies), cpu_ms
 
 
 def end_to_end_latency(port: int, base_url: str, name: str, rate: float,
@@ -247,6 +291,8 @@ def main() -> None:
     parser.add_argument("--idle-streams", type=int, default=1000, help="0 to skip")
     parser.add_argument("--max-uncommitted", type=int, default=2000,
                         help="max_uncommitted_events of the throughput stream")
+    parser.add_argument("--commits", type=int, default=2000,
+                        help="commits of the commit-cost measurement (0 to skip)")
     parser.add_argument("--engines", default="postgres,kafka")
     args = parser.parse_args()
 
@@ -257,14 +303,26 @@ def main() -> None:
             set_default_storage(settings.database_url, engine)
             name = create_event_type(base_url)
             prepublish(settings, name, engine, args.events)
-            reference = low_level_throughput(port, name, args.events)
-            rate, commits = subscription_throughput(port, base_url, name, args.events,
-                                                    args.max_uncommitted)
+            reference, low_cpu = with_workers_cpu(
+                port, partial(low_level_throughput, port, name, args.events))
+            (rate, commits), sub_cpu = with_workers_cpu(port, partial(
+                subscription_throughput, port, base_url, name, args.events, args.max_uncommitted))
+            per_million = 1e6 / args.events
             print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
                   f" max_uncommitted_events {args.max_uncommitted}:"
                   f" {rate:,.0f} events/s; low-level stream {reference:,.0f} events/s"
-                  f" ({rate / reference:.0%}); commits p50 {commits[len(commits) // 2]:.1f} ms,"
-                  f" p99 {commits[int(len(commits) * 0.99)]:.1f} ms", flush=True)
+                  f" ({rate / reference:.0%}); {len(commits)} commits, p50"
+                  f" {commits[len(commits) // 2]:.1f} ms, p99"
+                  f" {commits[int(len(commits) * 0.99)]:.1f} ms; workers' CPU per 1M events"
+                  f" {sub_cpu * per_million:.2f} s (low-level {low_cpu * per_million:.2f} s)",
+                  flush=True)
+            count = min(args.commits, args.events)
+            if count:
+                per_s, latencies, cpu_ms = commit_cost(port, base_url, name, count)
+                print(f"{engine:9} {count} commits one after another: {per_s:,.0f}/s,"
+                      f" p50 {latencies[len(latencies) // 2]:.1f} ms,"
+                      f" p99 {latencies[int(len(latencies) * 0.99)]:.1f} ms;"
+                      f" workers' CPU {cpu_ms:.2f} ms per commit", flush=True)
             name = create_event_type(base_url)
             latencies = end_to_end_latency(port, base_url, name, args.rate, args.seconds)
             if not latencies:

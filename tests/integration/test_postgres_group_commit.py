@@ -47,3 +47,20 @@ def test_a_failing_append_fails_alone_in_a_shared_statement(postgres_engine, top
     stored = {p: [e.payload for e in postgres_engine.read(live, p, BEFORE_FIRST, 10)]
               for p in range(3)}
     assert stored == {0: [b'{"n":1}'], 1: [b'{"n":4}'], 2: [b'{"n":2}']}
+
+
+def test_payloads_of_appends_sharing_a_statement_come_back_byte_for_byte(postgres_engine,
+                                                                        topics):
+    # Payloads travel as text and are stored as UTF-8 bytes: escapes, quotes,
+    # backslashes and non-ASCII characters must come back as they went in.
+    awkward = [b'{"a":"tab\\tquote\\"back\\\\slash"}',
+               '{"name":"Jos\u00e9 \u2603 \U0001f600"}'.encode(),
+               b'{"nl":"line\\nbreak","rs":"\\u001e"}', b'{}']
+    appends = [gevent.spawn(postgres_engine.append_many, topics[0], {0: awkward, 1: awkward[:1]}),
+               gevent.spawn(postgres_engine.append_many, topics[1], {2: awkward[::-1]})]
+    gevent.joinall(appends)
+    assert [a.value for a in appends] == [{0: [0, 1, 2, 3], 1: [0]}, {2: [0, 1, 2, 3]}]
+    assert [e.payload for e in postgres_engine.read(topics[0], 0, BEFORE_FIRST, 10)] == awkward
+    assert [e.payload for e in postgres_engine.read(topics[1], 2, BEFORE_FIRST, 10)] == \
+        awkward[::-1]
+

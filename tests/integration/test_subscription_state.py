@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gc
 import uuid
 
 import gevent
 import gevent.event
 import pytest
+from kazoo.exceptions import NodeExistsError
 
 from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.subscription_state import (
@@ -64,6 +66,27 @@ def test_rebalance_assigns_the_open_sessions_and_a_closed_client_loses_its_sessi
     assert [s.id for s in mine.sessions()] == ["a"]
     after = mine.rebalance(KEYS)
     assert all(p.session == "a" and p.state == "assigned" for p in after.partitions)
+
+
+def test_the_first_session_makes_the_tree_and_sessions_leave_no_garbage(zookeeper,
+                                                                        subscription_id):
+    # What a stream leaves behind stays until the cycle collector runs, which a
+    # worker of idle streams hardly does: a thousand streams opened together would
+    # hold megabytes of it.
+    state = SubscriptionState(zookeeper, subscription_id)
+    state.register(Session("first"))  # on a subscription without any node yet
+    assert [s.id for s in state.sessions()] == ["first"]
+    gc.collect()
+    gc.disable()
+    try:
+        for n in range(20):
+            state.register(Session(f"s{n}"))
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    assert len(state.sessions()) == 21
+    with pytest.raises(NodeExistsError):
+        state.register(Session("first"))
 
 
 def test_closing_sessions_are_marked(zookeeper, subscription_id):

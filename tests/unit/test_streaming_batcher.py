@@ -75,3 +75,27 @@ def test_a_removed_partition_gives_back_what_it_held_and_no_longer_flushes():
     clock.now += 1
     assert list(batcher.due_batches()) == [(("a", 1), []), (("b", 0), [])]
     assert batcher.partitions == [("a", 1), ("b", 0)]
+
+
+def test_the_buffered_count_follows_takes_flushes_removals_and_restarts():
+    # Streams pause on it (max_uncommitted_events) and read ahead by it.
+    clock = Clock()
+    batcher = Batcher(StreamLimits(batch_limit=2, batch_flush_timeout=5), [0, 1], clock)
+    batcher.take(0, events("a", "b", "c"))
+    batcher.take(1, events("x", "y"))
+    assert batcher.buffered() == 5
+    list(batcher.full_batches())
+    assert batcher.buffered() == 1  # "c" waits for its timeout
+    batcher.take(1, events("z"))
+    assert batcher.remove(1) == events("z")
+    assert batcher.buffered() == 1
+    batcher.take(0, events("d"))
+    batcher.add(0)  # taken up again from scratch: what it held is gone
+    assert batcher.buffered() == 0
+    batcher.take(0, events("e"))
+    clock.now += 5
+    assert list(batcher.due_batches()) == [(0, events("e"))]
+    assert batcher.buffered() == 0
+    batcher.take(0, events("f"))
+    assert list(batcher.pending_batches()) == [(0, events("f"))]
+    assert batcher.buffered() == 0
