@@ -20,13 +20,17 @@ def engine(request, pool: ConnectionPool) -> Iterator[StorageEngine]:
     built.close()
 
 
+def _fresh_topic(engine: StorageEngine, partitions: int) -> Iterator[str]:
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    engine.create_topic(name, partitions=partitions, retention_ms=3_600_000)
+    yield name
+    engine.delete_topic(name)
+
+
 @pytest.fixture
 def topic(engine: StorageEngine) -> Iterator[str]:
     """A fresh topic with 3 partitions, deleted afterwards."""
-    name = f"test-{uuid.uuid4().hex[:12]}"
-    engine.create_topic(name, partitions=3, retention_ms=3_600_000)
-    yield name
-    engine.delete_topic(name)
+    yield from _fresh_topic(engine, 3)
 
 
 @pytest.fixture
@@ -34,6 +38,12 @@ def postgres_engine(pool):
     engine = build_engine(get_storage(pool, "postgres"), pool)
     yield engine
     engine.close()
+
+
+@pytest.fixture
+def postgres_topic(postgres_engine: StorageEngine) -> Iterator[str]:
+    """A fresh topic with 2 partitions on the postgres engine, deleted afterwards."""
+    yield from _fresh_topic(postgres_engine, 2)
 
 
 @pytest.fixture

@@ -6,93 +6,77 @@ by seconds (bench_soak)."""
 
 from __future__ import annotations
 
-import uuid
+import pytest
 
 from app.storage.postgres import PostgresEngine
 
 
-def test_an_idle_reader_reads_again_only_after_an_append_is_notified(postgres_engine):
+@pytest.fixture
+def reads(postgres_engine):
+    """The arguments of every read of the engine's readers, in order."""
     engine: PostgresEngine = postgres_engine
-    topic = f"test-{uuid.uuid4().hex[:12]}"
-    engine.create_topic(topic, partitions=2, retention_ms=3_600_000)
-    reads = []
+    done = []
     read_many = engine._read_many
 
     def counted(*args, **kwargs):
-        reads.append(args)
+        done.append(args)
         return read_many(*args, **kwargs)
 
     engine._read_many = counted  # type: ignore[method-assign]
-    try:
-        reader = engine.reader(topic, {0: -1, 1: -1})
-        assert reader.poll(10, 0.2) == []
-        after_first = len(reads)
-        for _ in range(5):
-            assert reader.poll(10, 0.1) == []
-        assert len(reads) == after_first, "an idle reader kept querying"
+    yield done
+    engine._read_many = read_many  # type: ignore[method-assign]
 
-        engine.append_many(topic, {1: [b'{"n": 1}']})
-        events = reader.poll(10, 2.0)
-        assert [(event.partition, event.offset) for event in events] == [(1, 0)]
-        assert len(reads) > after_first
 
-        engine._watch._wake_all()  # notifications may have been missed: look again
-        before = len(reads)
+def test_an_idle_reader_reads_again_only_after_an_append_is_notified(
+        postgres_engine, postgres_topic, reads):
+    engine: PostgresEngine = postgres_engine
+    reader = engine.reader(postgres_topic, {0: -1, 1: -1})
+    assert reader.poll(10, 0.2) == []
+    after_first = len(reads)
+    for _ in range(5):
         assert reader.poll(10, 0.1) == []
-        assert len(reads) > before
-        reader.close()
-    finally:
-        engine._read_many = read_many  # type: ignore[method-assign]
-        engine.delete_topic(topic)
+    assert len(reads) == after_first, "an idle reader kept querying"
+
+    engine.append_many(postgres_topic, {1: [b'{"n": 1}']})
+    events = reader.poll(10, 2.0)
+    assert [(event.partition, event.offset) for event in events] == [(1, 0)]
+    assert len(reads) > after_first
+
+    engine._watch._wake_all()  # notifications may have been missed: look again
+    before = len(reads)
+    assert reader.poll(10, 0.1) == []
+    assert len(reads) > before
+    reader.close()
 
 
 def test_a_reader_starting_at_the_newest_events_just_read_skips_its_first_read(
-        postgres_engine):
+        postgres_engine, postgres_topic, reads):
     # A stream opened at the end reads the bounds first; a thousand such streams opening
     # together spent a tenth of their time on a first read that could find nothing.
     engine: PostgresEngine = postgres_engine
-    topic = f"test-{uuid.uuid4().hex[:12]}"
-    engine.create_topic(topic, partitions=2, retention_ms=3_600_000)
-    engine.append_many(topic, {0: [b'{"n": 0}']})
-    reads = []
-    read_many = engine._read_many
+    engine.append_many(postgres_topic, {0: [b'{"n": 0}']})
+    assert engine._watch.listening()  # as in a worker that serves streams already
+    newest = {bounds.partition: bounds.newest for bounds in engine.bounds(postgres_topic)}
+    assert newest == {0: 0, 1: -1}
+    at_end = engine.reader(postgres_topic, newest)
+    assert at_end.poll(10, 0.2) == []
+    assert reads == [], "a reader at the known end read anyway"
+    engine.append_many(postgres_topic, {1: [b'{"n": 1}']})
+    assert [(e.partition, e.offset) for e in at_end.poll(10, 2.0)] == [(1, 0)]
+    at_end.close()
 
-    def counted(*args, **kwargs):
-        reads.append(args)
-        return read_many(*args, **kwargs)
-
-    engine._read_many = counted  # type: ignore[method-assign]
-    try:
-        assert engine._watch.listening()  # as in a worker that serves streams already
-        newest = {bounds.partition: bounds.newest for bounds in engine.bounds(topic)}
-        assert newest == {0: 0, 1: -1}
-        at_end = engine.reader(topic, newest)
-        assert at_end.poll(10, 0.2) == []
-        assert reads == [], "a reader at the known end read anyway"
-        engine.append_many(topic, {1: [b'{"n": 1}']})
-        assert [(e.partition, e.offset) for e in at_end.poll(10, 2.0)] == [(1, 0)]
-        at_end.close()
-
-        behind = engine.reader(topic, {0: -1, 1: 0})  # not at the end: reads at once
-        assert [(e.partition, e.offset) for e in behind.poll(10, 0.2)] == [(0, 0)]
-        behind.close()
-    finally:
-        engine._read_many = read_many  # type: ignore[method-assign]
-        engine.delete_topic(topic)
+    behind = engine.reader(postgres_topic, {0: -1, 1: 0})  # not at the end: reads at once
+    assert [(e.partition, e.offset) for e in behind.poll(10, 0.2)] == [(0, 0)]
+    behind.close()
 
 
 def test_a_reader_at_the_end_gets_what_was_appended_after_the_bounds_were_read(
-        postgres_engine):
+        postgres_engine, postgres_topic):
     # Whether the append is heard of before the reader starts or after, it is read.
     engine: PostgresEngine = postgres_engine
-    topic = f"test-{uuid.uuid4().hex[:12]}"
-    engine.create_topic(topic, partitions=1, retention_ms=3_600_000)
-    try:
-        for n in range(5):
-            newest = {bounds.partition: bounds.newest for bounds in engine.bounds(topic)}
-            engine.append_many(topic, {0: [b'{"n": %d}' % n]})
-            reader = engine.reader(topic, newest)
-            assert [e.payload for e in reader.poll(10, 2.0)] == [b'{"n": %d}' % n]
-            reader.close()
-    finally:
-        engine.delete_topic(topic)
+    for n in range(5):
+        newest = {bounds.partition: bounds.newest for bounds in engine.bounds(postgres_topic)}
+        engine.append_many(postgres_topic, {0: [b'{"n": %d}' % n]})
+        reader = engine.reader(postgres_topic, newest)
+        assert [e.payload for e in reader.poll(10, 2.0)] == [b'{"n": %d}' % n]
+        reader.close()
