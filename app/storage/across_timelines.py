@@ -10,18 +10,20 @@ is deleted (README, known issues).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from itertools import groupby
-from operator import attrgetter
 
 from app.domain.timeline import Timelines
-from app.storage.engine import PartitionBounds, StorageEngine, StoredEvent, StreamReader
+from app.storage.engine import (
+    PartitionBounds,
+    StorageEngine,
+    StoredEvent,
+    StreamReader,
+    partition_runs,
+)
 
 EngineFor = Callable[[str], StorageEngine]
 
 CLOSED_POLL_S = 0.5
 """Longest wait for events of a closed timeline: they are all there already."""
-
-_partition = attrgetter("partition")
 
 
 def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[PartitionBounds]:
@@ -116,10 +118,9 @@ class TimelinesReader:
         timelines = self._timelines
         taken: list[StoredEvent] = []
         done = False
-        for p, group in groupby(events, key=_partition):
+        for p, run in partition_runs(events):
             if self._placed.get(p) != index:
                 continue  # not read in this timeline
-            run = list(group)
             start, end = timelines.start_of(index, p), timelines.end_of(index, p)
             first, last = run[0].offset, run[-1].offset
             if start == 0 and end is None and first > self._positions[p] \

@@ -12,8 +12,10 @@ Every method may be called from any greenlet: engines keep blocking work
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import groupby
+from operator import attrgetter
 from time import monotonic
 from typing import NamedTuple, Protocol
 
@@ -46,6 +48,16 @@ class StoredEvent(NamedTuple):
     partition: int
     offset: int
     payload: bytes
+
+
+_PARTITION = attrgetter("partition")
+
+
+def partition_runs(events: Iterable[StoredEvent]) -> Iterator[tuple[int, list[StoredEvent]]]:
+    """The events in runs of one partition each, in their order: a poll gives each
+    partition's events together, so streams take them a run at a time."""
+    for partition, run in groupby(events, key=_PARTITION):
+        yield partition, list(run)
 
 
 @dataclass(frozen=True)

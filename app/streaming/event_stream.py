@@ -15,8 +15,6 @@ import logging
 import socket
 import time
 from collections.abc import Callable, Generator, Iterator
-from itertools import groupby
-from operator import attrgetter
 
 import gevent
 from kazoo.client import KazooClient
@@ -26,7 +24,7 @@ from app.coordination.stream_slots import StreamSlots, claim_slots
 from app.cursors import client_cursor
 from app.domain.timeline import Timelines
 from app.storage.across_timelines import EngineFor, TimelinesReader
-from app.storage.engine import StorageError, StreamReader
+from app.storage.engine import StorageError, StreamReader, partition_runs
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.limits import StreamLimits
@@ -34,8 +32,6 @@ from app.streaming.lines import batch_line
 
 CHECK_INTERVAL_S = 1.0
 MAX_POLL_EVENTS = 5000
-
-_partition = attrgetter("partition")
 
 log = logging.getLogger(__name__)
 
@@ -92,7 +88,7 @@ class EventStream:
             capacity = batcher.room() - batcher.buffered()
             if capacity > 0:
                 events = self._reader.poll(min(capacity, MAX_POLL_EVENTS), wait)
-                for partition, run in groupby(events, key=_partition):
+                for partition, run in partition_runs(events):
                     batcher.take(partition, [event.payload for event in run])
             else:  # full until a batch is due: only time can change that
                 gevent.sleep(wait)

@@ -31,8 +31,6 @@ import socket
 import time
 import uuid
 from collections.abc import Callable, Generator, Iterator
-from itertools import groupby
-from operator import attrgetter
 
 import gevent
 import gevent.event
@@ -48,7 +46,7 @@ from app.coordination.subscription_state import (
 )
 from app.domain.subscription import Subscription
 from app.domain.topology import PartitionKey, Session, Topology, key_order
-from app.storage.engine import StorageEngine, StorageError, TopicNotFound
+from app.storage.engine import StorageEngine, StorageError, TopicNotFound, partition_runs
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.lines import batch_line
@@ -285,20 +283,18 @@ class SubscriptionStream:
 
     def _take_read_events(self) -> None:
         for event_type, events in self._readers.inbox.take(self._capacity()):
-            for partition, run in groupby(events, key=attrgetter("partition")):
+            for partition, run in partition_runs(events):
                 key = (event_type, str(partition))
                 held = self._held.get(key)
                 if held is None or held.releasing_since is not None:
                     continue  # a partition given up
-                events_of_run = list(run)
-                if events_of_run[0].offset == held.read + 1 and \
-                        events_of_run[-1].offset == held.read + len(events_of_run):
+                if run[0].offset == held.read + 1 and run[-1].offset == held.read + len(run):
                     # The usual run: on from where the partition was, without a gap.
-                    payloads = [event.payload for event in events_of_run]
-                    held.read = events_of_run[-1].offset
+                    payloads = [event.payload for event in run]
+                    held.read = run[-1].offset
                 else:
                     payloads = []
-                    for event in events_of_run:
+                    for event in run:
                         if event.offset == held.read + 1:  # else read again after a change
                             held.read = event.offset
                             payloads.append(event.payload)
