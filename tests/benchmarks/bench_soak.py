@@ -36,7 +36,7 @@ import orjson
 
 from tests.benchmarks.bench_publish import create_event_type, order_event
 from tests.benchmarks.bench_subscription import create_subscription
-from tests.benchmarks.harness import running_broker
+from tests.benchmarks.harness import percentile, running_broker
 
 BUSY_PARTITIONS = 4
 
@@ -110,11 +110,6 @@ def open_stream(port: int, target: str, quiet: bool, headers: dict[str, str]) ->
     sock.sendall(f"GET {target} HTTP/1.1\r\nHost: soak\r\n{head}\r\n".encode())
     sock.setblocking(False)
     return Stream(sock, quiet, time.monotonic())
-
-
-def percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else 0.0
 
 
 def soak(args: argparse.Namespace) -> None:

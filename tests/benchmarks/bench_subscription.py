@@ -51,7 +51,7 @@ import requests
 from app.config import Settings
 from tests.benchmarks.bench_publish import create_event_type, order_event, workers_cpu_s
 from tests.benchmarks.bench_stream import prepublish, publish_paced, stream_throughput
-from tests.benchmarks.harness import running_broker, set_default_storage
+from tests.benchmarks.harness import percentile, running_broker, set_default_storage
 from tests.benchmarks.idle_streams import idle_streams
 
 PARTITIONS = 8
@@ -171,7 +171,7 @@ def subscription_throughput(port: int, base_url: str, name: str, count: int,
 
 def commit_cost(port: int, base_url: str, name: str, count: int
                 ) -> tuple[float, list[float], float]:
-    """Commits/s, the latencies (ms, sorted) and the workers' CPU ms per commit of
+    """Commits/s, the latencies (ms) and the workers' CPU ms per commit of
     ``count`` commits sent one after another, each one event further in a partition
     of a new subscription's stream over ``name`` (batch_limit 1; the stream holds
     ``count`` events uncommitted, so each commit lets it send one more)."""
@@ -183,17 +183,19 @@ def commit_cost(port: int, base_url: str, name: str, count: int
             cursors.append(batch["cursor"])
             if len(cursors) == count:
                 break
-    latencies = []
-    cpu_before = workers_cpu_s(port)
-    started = time.perf_counter()
-    for cursor in cursors:
-        sent = time.perf_counter()
-        client.commit([cursor])
-        latencies.append((time.perf_counter() - sent) * 1000)
-    elapsed = time.perf_counter() - started
-    cpu_ms = (workers_cpu_s(port) - cpu_before) * 1000 / count
+    latencies: list[float] = []
+
+    def commit_each() -> float:
+        started = time.perf_counter()
+        for cursor in cursors:
+            sent = time.perf_counter()
+            client.commit([cursor])
+            latencies.append((time.perf_counter() - sent) * 1000)
+        return time.perf_counter() - started
+
+    elapsed, cpu_s = with_workers_cpu(port, commit_each)
     client.close()
-    return count / elapsed, sorted(latencies), cpu_ms
+    return count / elapsed, latencies, cpu_s * 1000 / count
 
 
 def end_to_end_latency(port: int, base_url: str, name: str, rate: float,
@@ -312,24 +314,24 @@ def main() -> None:
                   f" max_uncommitted_events {args.max_uncommitted}:"
                   f" {rate:,.0f} events/s; low-level stream {reference:,.0f} events/s"
                   f" ({rate / reference:.0%}); {len(commits)} commits, p50"
-                  f" {commits[len(commits) // 2]:.1f} ms, p99"
-                  f" {commits[int(len(commits) * 0.99)]:.1f} ms; workers' CPU per 1M events"
+                  f" {percentile(commits, 0.5):.1f} ms, p99"
+                  f" {percentile(commits, 0.99):.1f} ms; workers' CPU per 1M events"
                   f" {sub_cpu * per_million:.2f} s (low-level {low_cpu * per_million:.2f} s)",
                   flush=True)
             count = min(args.commits, args.events)
             if count:
                 per_s, latencies, cpu_ms = commit_cost(port, base_url, name, count)
                 print(f"{engine:9} {count} commits one after another: {per_s:,.0f}/s,"
-                      f" p50 {latencies[len(latencies) // 2]:.1f} ms,"
-                      f" p99 {latencies[int(len(latencies) * 0.99)]:.1f} ms;"
+                      f" p50 {percentile(latencies, 0.5):.1f} ms,"
+                      f" p99 {percentile(latencies, 0.99):.1f} ms;"
                       f" workers' CPU {cpu_ms:.2f} ms per commit", flush=True)
             name = create_event_type(base_url)
             latencies = end_to_end_latency(port, base_url, name, args.rate, args.seconds)
             if not latencies:
                 raise RuntimeError("no event arrived")
             print(f"{engine:9} publish -> subscription stream at {args.rate:.0f} events/s,"
-                  f" batch_limit 1: p50 {latencies[len(latencies) // 2]:.1f} ms,"
-                  f" p99 {latencies[int(len(latencies) * 0.99)]:.1f} ms"
+                  f" batch_limit 1: p50 {percentile(latencies, 0.5):.1f} ms,"
+                  f" p99 {percentile(latencies, 0.99):.1f} ms"
                   f" ({len(latencies)} events)", flush=True)
             seconds = rebalance_time(port, base_url, create_event_type(base_url))
             print(f"{engine:9} rebalance: second stream joined, both receive events after"

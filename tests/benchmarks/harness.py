@@ -20,6 +20,12 @@ from deploy.localstack import LocalStack, free_port
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def percentile(values: list[float], share: float) -> float:
+    """The value below which ``share`` of ``values`` lie (0 for none)."""
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else 0.0
+
+
 def set_default_storage(database_url: str, storage_id: str) -> None:
     """New event types go to the default storage."""
     conn = psycopg2.connect(database_url)
