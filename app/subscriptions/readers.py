@@ -93,9 +93,11 @@ class PartitionReaders:
         self._demand = gevent.event.Event()
         self._pumps: dict[str, _Pump] = {}
 
-    def want(self, count: int) -> None:
-        """How many events the stream could take now; readers poll only up to that."""
-        self._wanted = max(0, count) + self._read_ahead
+    def want(self, count: int, most: int) -> None:
+        """How many events the stream could take now (``count``), and at most over the
+        rest of its life (``most``: what ``stream_limit`` leaves); readers poll up to
+        ``count`` plus the read-ahead, never beyond ``most``."""
+        self._wanted = min(max(0, count) + self._read_ahead, max(0, most))
         if self._wanted - len(self.inbox) > 0:
             self._demand.set()
 

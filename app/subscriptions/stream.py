@@ -181,7 +181,8 @@ class SubscriptionStream:
                 yield from self._send(self._batcher.pending_batches())
             yield from self._send(self._batcher.due_batches())
             self._commits.hand_over_committed()
-            self._readers.want(self._capacity())
+            self._readers.want(self._capacity(),
+                               self._batcher.room() - self._batcher.buffered())
             now = self._clock()
             wait = min(self._batcher.next_due(), self._ends_at, now + CHECK_INTERVAL_S) - now
             if not self._readers.inbox or self._capacity() <= 0:

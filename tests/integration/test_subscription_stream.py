@@ -195,3 +195,33 @@ def test_a_stream_that_stops_reading_ends_and_frees_its_session(
     client.close()  # the stream is stopped, as gunicorn does when the client left
     wait_until(lambda: not state.sessions())
     assert all(p.state == "unassigned" for p in state.topology().partitions)
+
+
+def test_a_stream_reads_no_further_than_its_stream_limit(
+        zookeeper, engine, topic, timeline, subscription, monkeypatch):
+    """The read-ahead that keeps a paused stream fed stops at ``stream_limit``: events
+    past it are never sent, and a reader waiting for them would hold the end of the
+    stream (and the client's connection) for a poll."""
+    append(engine, topic, 0, 50)
+    read: list[int] = []
+    open_reader = engine.reader
+
+    def counting_reader(topic_name, positions):
+        reader = open_reader(topic_name, positions)
+        poll = reader.poll
+
+        def counted(max_events, timeout):
+            events = poll(max_events, timeout)
+            read.extend(event.offset for event in events)
+            return events
+        reader.poll = counted
+        return reader
+
+    monkeypatch.setattr(engine, "reader", counting_reader)
+    client = open_stream(zookeeper, engine, subscription, timeline, batch_limit=5,
+                         stream_limit=10, max_uncommitted_events=100)
+    batches = []
+    while (batch := client.batch()) is not None:
+        batches.append(batch)
+    assert [len(b.get("events", ())) for b in batches] == [5, 5]
+    assert len(read) == 10
