@@ -12,8 +12,8 @@ and consuming (``ceilings``). Broker figures come from the other benchmarks'
 measuring functions: publishing at batch 1, 10, 100 and 1000 (``wrk``, 16
 connections), p99 at half the saturated rate of single-event requests, one
 low-level stream from ``begin``, a subscription stream committing every batch
-(next to the low-level stream with the same batch_limit) and publish-to-stream
-latency at a fixed rate.
+for each ``--max-uncommitted`` window (next to the low-level stream with the
+same batch_limit) and publish-to-stream latency at a fixed rate.
 
 Each round measures everything once, ceilings right before the figures they
 bound; the summary shows every round, so the spread is visible. Machines here
@@ -38,7 +38,7 @@ from app.repository.database import ConnectionPool, make_green
 from app.repository.event_types import event_type_with_timelines
 from tests.benchmarks import bench_stream, bench_subscription, ceilings
 from tests.benchmarks.bench_publish import create_event_type, order_event, paced, saturate
-from tests.benchmarks.harness import running_broker, set_default_storage, start_server
+from tests.benchmarks.harness import percentile, running_broker, set_default_storage, start_server
 
 NOOP = ("python:tests.benchmarks.noop_app", "tests.benchmarks.noop_app:app")
 LATENCY_TARGET_MS = 25.0
@@ -174,11 +174,12 @@ def stream_figures(run: Run) -> None:
 
         sub_count = min(count, run.args.subscription_events)
         low = bench_subscription.low_level_throughput(run.port, name, sub_count)
-        rate, commits = bench_subscription.subscription_throughput(
-            run.port, run.base_url, name, sub_count, run.args.max_uncommitted)
-        run.record(f"{engine} subscription stream", "70%",
-                   f"{events_per_s(rate)} commit p99 {commits[int(len(commits) * .99)]:.0f}ms",
-                   f"low-level stream batch 100 {events_per_s(low)}", f"{rate / low:.0%}")
+        for window in map(int, run.args.max_uncommitted.split(",")):
+            rate, commits = bench_subscription.subscription_throughput(
+                run.port, run.base_url, name, sub_count, window)
+            run.record(f"{engine} subscription stream, max_uncommitted_events {window}", "70%",
+                       f"{events_per_s(rate)} commit p99 {percentile(commits, 0.99):.0f}ms",
+                       f"low-level stream batch 100 {events_per_s(low)}", f"{rate / low:.0%}")
 
         fresh = create_event_type(run.base_url) if engine == "postgres" else kafka_type(run)
         latencies = bench_stream.end_to_end_latency(run.port, fresh, run.args.rate,
@@ -246,8 +247,8 @@ def main() -> None:
     parser.add_argument("--batches", default="1,10,100,1000")
     parser.add_argument("--events", type=int, default=1_000_000, help="streamed from begin")
     parser.add_argument("--subscription-events", type=int, default=300_000)
-    parser.add_argument("--max-uncommitted", type=int, default=2000,
-                        help="max_uncommitted_events of the subscription stream")
+    parser.add_argument("--max-uncommitted", default="2000,20000",
+                        help="max_uncommitted_events of the subscription stream, one run each")
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")

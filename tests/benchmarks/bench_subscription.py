@@ -2,11 +2,14 @@
 measured in the same run (machines here vary up to 2x from one run to the next).
 
     python -m tests.benchmarks.bench_subscription [--events 300000] [--rate 200]
-        [--seconds 20] [--idle-streams 1000] [--engines postgres,kafka]
+        [--seconds 20] [--idle-streams 1000] [--max-uncommitted 2000,20000]
+        [--commits 2000] [--engines postgres,kafka]
 
 For each engine it prints:
 - throughput: events/s of one subscription stream from ``begin`` over
-  ``--events`` pre-published ~200-byte events, batch_limit 100, the client
+  ``--events`` pre-published ~200-byte events, once for each
+  ``--max-uncommitted`` (the stream pauses at that many uncommitted events, so
+  its rate is at most that window per commit round trip), batch_limit 100, the client
   committing every batch (from a second thread, so reading goes on while a
   commit is under way; batches that arrived during a commit are committed
   together by their newest cursor per partition); next to the low-level
@@ -291,8 +294,8 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--seconds", type=float, default=20.0, help="latency run length")
     parser.add_argument("--idle-streams", type=int, default=1000, help="0 to skip")
-    parser.add_argument("--max-uncommitted", type=int, default=2000,
-                        help="max_uncommitted_events of the throughput stream")
+    parser.add_argument("--max-uncommitted", default="2000,20000",
+                        help="max_uncommitted_events of the throughput stream, one run each")
     parser.add_argument("--commits", type=int, default=2000,
                         help="commits of the commit-cost measurement (0 to skip)")
     parser.add_argument("--engines", default="postgres,kafka")
@@ -307,17 +310,18 @@ def main() -> None:
             prepublish(settings, name, engine, args.events)
             reference, low_cpu = with_workers_cpu(
                 port, partial(low_level_throughput, port, name, args.events))
-            (rate, commits), sub_cpu = with_workers_cpu(port, partial(
-                subscription_throughput, port, base_url, name, args.events, args.max_uncommitted))
             per_million = 1e6 / args.events
-            print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
-                  f" max_uncommitted_events {args.max_uncommitted}:"
-                  f" {rate:,.0f} events/s; low-level stream {reference:,.0f} events/s"
-                  f" ({rate / reference:.0%}); {len(commits)} commits, p50"
-                  f" {percentile(commits, 0.5):.1f} ms, p99"
-                  f" {percentile(commits, 0.99):.1f} ms; workers' CPU per 1M events"
-                  f" {sub_cpu * per_million:.2f} s (low-level {low_cpu * per_million:.2f} s)",
-                  flush=True)
+            for window in map(int, args.max_uncommitted.split(",")):
+                (rate, commits), sub_cpu = with_workers_cpu(port, partial(
+                    subscription_throughput, port, base_url, name, args.events, window))
+                print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
+                      f" max_uncommitted_events {window}:"
+                      f" {rate:,.0f} events/s; low-level stream {reference:,.0f} events/s"
+                      f" ({rate / reference:.0%}); {len(commits)} commits, p50"
+                      f" {percentile(commits, 0.5):.1f} ms, p99"
+                      f" {percentile(commits, 0.99):.1f} ms; workers' CPU per 1M events"
+                      f" {sub_cpu * per_million:.2f} s (low-level {low_cpu * per_million:.2f} s)",
+                      flush=True)
             count = min(args.commits, args.events)
             if count:
                 per_s, latencies, cpu_ms = commit_cost(port, base_url, name, count)
