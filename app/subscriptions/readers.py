@@ -64,13 +64,12 @@ class Inbox:
 
 
 class _Pump:
-    """One event type's reader and the greenlet polling it."""
+    """One event type's reader, polled by a greenlet of its own until stopped."""
 
     def __init__(self, reader: TimelinesReader, partitions: frozenset[int]) -> None:
         self.reader = reader
         self.partitions = partitions
         self.stopped = False
-        self.greenlet: gevent.Greenlet | None = None
 
 
 class PartitionReaders:
@@ -115,12 +114,12 @@ class PartitionReaders:
                 self._start(event_type, wanted)
 
     def close(self) -> None:
-        """Stop every reader and wait until they are closed (a poll ends within
-        ``POLL_WAIT_S``): nothing reads the topics once the stream is over."""
-        greenlets = [pump.greenlet for pump in self._pumps.values() if pump.greenlet]
+        """Stop every reader, without waiting: each finishes the poll it is in (within
+        ``POLL_WAIT_S``), drops what it got and closes itself. Waiting here would hold
+        the end of the stream, and the client's connection, for that poll. (An engine
+        deleting a topic closes its readers of it first, stopped or not.)"""
         for event_type in list(self._pumps):
             self._stop(event_type)
-        gevent.joinall(greenlets, timeout=POLL_WAIT_S * 5)
         self.inbox.clear()
 
     def _start(self, event_type: str, positions: dict[int, int]) -> None:
@@ -128,7 +127,7 @@ class PartitionReaders:
         reader = TimelinesReader(self._engine_for, partitions.current(event_type),
                                  lambda: partitions.current(event_type), positions)
         pump = self._pumps[event_type] = _Pump(reader, frozenset(positions))
-        pump.greenlet = gevent.spawn(self._pump, event_type, pump)
+        gevent.spawn(self._pump, event_type, pump)
 
     def _stop(self, event_type: str) -> None:
         self._pumps.pop(event_type).stopped = True

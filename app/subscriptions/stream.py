@@ -180,6 +180,8 @@ class SubscriptionStream:
                 # Nothing more can join the buffered events until a commit: send them.
                 yield from self._send(self._batcher.pending_batches())
             yield from self._send(self._batcher.due_batches())
+            if self._batcher.keep_alive_limit_reached():
+                continue  # ends on the next turn, not a flush timeout later
             self._commits.hand_over_committed()
             self._readers.want(self._capacity(),
                                self._batcher.room() - self._batcher.buffered())

@@ -4,6 +4,7 @@ engine, driven directly (no HTTP)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from datetime import UTC, datetime
 
@@ -70,7 +71,7 @@ class Client:
 
 
 def close_all(*clients: Client | None) -> None:
-    """Close the streams at once: each waits up to a second for its readers' poll."""
+    """Close the streams together (each one's end runs in its reader greenlet)."""
     gevent.killall([client.reader for client in clients if client is not None])
 
 
@@ -225,3 +226,18 @@ def test_a_stream_reads_no_further_than_its_stream_limit(
         batches.append(batch)
     assert [len(b.get("events", ())) for b in batches] == [5, 5]
     assert len(read) == 10
+
+
+def test_a_stream_ends_with_its_last_keep_alive(
+        zookeeper, engine, topic, timeline, subscription):
+    """The end follows the keep-alive that reached ``stream_keep_alive_limit`` at once,
+    not a flush timeout (or a reader's poll) later: clients wait for the close."""
+    client = open_stream(zookeeper, engine, subscription, timeline, batch_flush_timeout=1,
+                         stream_keep_alive_limit=2)
+    keep_alives = []
+    while (batch := client.batch()) is not None:
+        assert "events" not in batch
+        keep_alives.append(time.monotonic())
+    ended = time.monotonic()
+    assert len(keep_alives) == 2 * timeline.partitions
+    assert ended - keep_alives[-1] < 0.5
