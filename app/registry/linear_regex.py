@@ -27,6 +27,9 @@ _OUTSIDE = {"d": r"\p{Nd}", "D": r"\P{Nd}", "w": f"[{_WORD}]", "W": f"[^{_WORD}]
             "s": f"[{_SPACE}]", "S": f"[^{_SPACE}]", "Z": r"\z"}
 _INSIDE = {"d": r"\p{Nd}", "D": r"\P{Nd}", "w": _WORD, "s": _SPACE}
 
+_UNANCHORED = re2._Anchor.UNANCHORED
+_NO_MATCH = (-1, -1)
+
 _OPTIONS = re2.Options()
 _OPTIONS.log_errors = False  # a refused pattern is an answer, not a log line
 
@@ -87,6 +90,16 @@ def compiled(pattern: str) -> Any:
         raise PatternNotLinear(
             f"cannot be matched in linear time ({reason}); backreferences and lookarounds"
             " are not supported") from None
+
+
+def matches_bytes(regex: Any, data: bytes) -> bool:
+    """Whether a pattern ``compiled`` here matches anywhere in UTF-8 ``data``.
+
+    Calls RE2's match directly: the wrapper's ``search`` spends twice as long as the
+    match itself building a match object that a yes or no does not need (0.56 against
+    1.42 us for a short value), and publishing asks once per patterned field of every
+    event. ``_regexp`` and ``_Anchor`` are google-re2's own names, pinned in setup.cfg."""
+    return regex._regexp.Match(_UNANCHORED, data, 0, len(data))[0] != _NO_MATCH
 
 
 def search(pattern: str, text: str) -> bool:

@@ -3,7 +3,13 @@ import re
 import pytest
 
 from app.registry.event_validator import EventValidator
-from app.registry.linear_regex import PatternNotLinear, pattern_problem, search
+from app.registry.linear_regex import (
+    PatternNotLinear,
+    compiled,
+    matches_bytes,
+    pattern_problem,
+    search,
+)
 
 CATASTROPHIC = r"^(a+)+$"
 ATTACK = "a" * 40 + "!"
@@ -15,7 +21,11 @@ ATTACK = "a" * 40 + "!"
     (r"(?i)abc", "ABC"), (r"^(?P<n>a)b", "ab"), (r"^\D$", "x"),
 ])
 def test_matches_as_python_re_does(pattern, text):
-    assert search(pattern, text) == (re.search(pattern, text) is not None)
+    expected = re.search(pattern, text) is not None
+    assert search(pattern, text) == expected
+    assert matches_bytes(compiled(pattern), text.encode()) == expected
+    assert EventValidator({"properties": {"s": {"pattern": pattern}}}).is_valid({"s": text}) \
+        == expected
 
 
 @pytest.mark.parametrize(("pattern", "text"), [
@@ -23,6 +33,7 @@ def test_matches_as_python_re_does(pattern, text):
 ])
 def test_refuses_what_python_re_refuses(pattern, text):
     assert not search(pattern, text)
+    assert not matches_bytes(compiled(pattern), text.encode())
     assert re.search(pattern, text) is None
 
 
