@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 from hashlib import blake2b
 from typing import Any
 
@@ -19,40 +20,57 @@ class PartitioningFailed(ValueError):
     """The event does not carry what its partition strategy needs."""
 
 
-def key_value(event: Any, path: str) -> Any:
-    """The value at a dotted path of an event."""
-    value = event
-    for part in path.split("."):
-        if not isinstance(value, dict) or part not in value:
-            raise PartitioningFailed(f"partition key field '{path}' is missing")
-        value = value[part]
-    return value
-
-
 def hash_partition(values: Sequence[Any], partitions: int) -> int:
     """A partition from the key values, the same in every process and on every machine
     (Python's own ``hash`` is salted per process)."""
     parts = [v.encode() if isinstance(v, str) else orjson.dumps(v, option=orjson.OPT_SORT_KEYS)
              for v in values]
-    digest = blake2b(KEY_SEPARATOR.join(parts), digest_size=8).digest()
-    return int.from_bytes(digest, "big") % partitions
+    return _partition_of(KEY_SEPARATOR.join(parts), partitions)
 
 
-def partition_for(event: Any, event_type: EventType, partitions: int) -> int:
+def _partition_of(key: bytes, partitions: int) -> int:
+    return int.from_bytes(blake2b(key, digest_size=8).digest(), "big") % partitions
+
+
+def partitioner(event_type: EventType, partitions: int) -> Callable[[Any], int]:
+    """The partition of each event (a JSON object) of a batch; what depends only on the
+    event type is worked out once. Raises ``PartitioningFailed``."""
     strategy = event_type.partition_strategy
     if strategy == "hash":
-        # Key paths of data change events are relative to their `data`.
-        base = event.get("data") if event_type.category == "data" else event
-        values = [key_value(base, path) for path in event_type.partition_key_fields]
-        return hash_partition(values, partitions)
+        return _hash_partitioner(event_type, partitions)
     if strategy == "user_defined":
-        metadata = event.get("metadata")
-        partition = metadata.get("partition") if isinstance(metadata, dict) else None
-        if partition is None:
-            raise PartitioningFailed("metadata.partition is required by the user_defined "
-                                     "partition strategy")
-        if not is_partition(partition, partitions):
-            raise PartitioningFailed(f"metadata.partition {partition!r} is not a partition of "
-                                     f"this event type (\"0\" to \"{partitions - 1}\")")
-        return int(partition)
-    return random.randrange(partitions)
+        return partial(_user_defined, partitions=partitions)
+    return lambda _event: random.randrange(partitions)
+
+
+def _hash_partitioner(event_type: EventType, partitions: int) -> Callable[[Any], int]:
+    # Key paths of data change events are relative to their `data`.
+    in_data = event_type.category == "data"
+    fields = [(name, name.split(".")) for name in event_type.partition_key_fields]
+
+    def by_hash(event: Any) -> int:
+        base = event.get("data") if in_data else event
+        values = []
+        for name, path in fields:
+            value = base
+            for part in path:
+                if not isinstance(value, dict) or part not in value:
+                    raise PartitioningFailed(f"partition key field '{name}' is missing")
+                value = value[part]
+            values.append(value)
+        if len(values) == 1 and isinstance(values[0], str):  # the usual key, hashed as below
+            return _partition_of(values[0].encode(), partitions)
+        return hash_partition(values, partitions)
+    return by_hash
+
+
+def _user_defined(event: Any, partitions: int) -> int:
+    metadata = event.get("metadata")
+    partition = metadata.get("partition") if isinstance(metadata, dict) else None
+    if partition is None:
+        raise PartitioningFailed("metadata.partition is required by the user_defined "
+                                 "partition strategy")
+    if not is_partition(partition, partitions):
+        raise PartitioningFailed(f"metadata.partition {partition!r} is not a partition of "
+                                 f"this event type (\"0\" to \"{partitions - 1}\")")
+    return int(partition)

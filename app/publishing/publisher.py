@@ -18,7 +18,7 @@ from app.domain.event_type import EventType
 from app.domain.timeline import Timeline
 from app.publishing.batch import MAX_EVENT_BYTES, dumps
 from app.publishing.enrichment import EnrichmentFailed, enrich
-from app.publishing.partitioning import PartitioningFailed, partition_for
+from app.publishing.partitioning import PartitioningFailed, partitioner
 from app.registry.timestamps import rfc3339
 from app.registry.validator_cache import VALIDATORS
 from app.storage.engine import StorageEngine, StorageError, StorageUnavailable
@@ -100,9 +100,11 @@ def publish(event_type: EventType, timeline: Timeline, engine: StorageEngine, ev
 
         _run_step(items, "enriching", enrich_item)
 
+    partition_of = partitioner(event_type, timeline.partitions)
+
     def partition_item(index: int, item: Item) -> str | None:
         try:
-            item.partition = partition_for(item.event, event_type, timeline.partitions)
+            item.partition = partition_of(item.event)
         except PartitioningFailed as error:
             return str(error)
         if has_metadata:

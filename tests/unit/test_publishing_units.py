@@ -7,7 +7,7 @@ import pytest
 from app.domain.event_type import EventType, EventTypeSchema
 from app.publishing.batch import MAX_EVENT_BYTES, BatchUnreadable, NotABatch, dumps, parse_batch
 from app.publishing.enrichment import EnrichmentFailed, enrich
-from app.publishing.partitioning import PartitioningFailed, hash_partition, partition_for
+from app.publishing.partitioning import PartitioningFailed, hash_partition, partitioner
 
 
 def test_small_batches_parse_without_sizes():
@@ -66,6 +66,8 @@ def test_hash_partition_is_stable_and_spreads():
     # Pinned values: a key must land in the same partition in every process, after
     # every restart and on every machine, so these never change.
     assert [hash_partition([f"order-{n}"], 8) for n in range(8)] == PINNED
+    by_key = partitioner(event_type("hash", keys=["key"]), 8)  # a one-string key's own path
+    assert [by_key({"key": f"order-{n}"}) for n in range(8)] == PINNED
     assert hash_partition(["order-1"], 1000) == 429
     spread = {hash_partition([f"order-{n}"], 8) for n in range(200)}
     assert spread == set(range(8))
@@ -73,18 +75,18 @@ def test_hash_partition_is_stable_and_spreads():
 
 def test_hash_uses_key_fields_relative_to_data_for_data_events():
     et = event_type("hash", "data", ["id"])
-    first = partition_for({"data": {"id": "A1", "x": 1}}, et, 16)
-    assert partition_for({"data": {"id": "A1", "x": 2}}, et, 16) == first
+    first = partitioner(et, 16)({"data": {"id": "A1", "x": 1}})
+    assert partitioner(et, 16)({"data": {"id": "A1", "x": 2}}) == first
     with pytest.raises(PartitioningFailed, match="'id' is missing"):
-        partition_for({"data": {}}, et, 16)
+        partitioner(et, 16)({"data": {}})
 
 
 def test_hash_over_nested_business_fields():
     et = event_type("hash", keys=["customer.id", "region"])
     event = {"customer": {"id": 7}, "region": "eu"}
-    assert partition_for(event, et, 4) == hash_partition([7, "eu"], 4)
+    assert partitioner(et, 4)(event) == hash_partition([7, "eu"], 4)
     with pytest.raises(PartitioningFailed, match=r"'customer\.id' is missing"):
-        partition_for({"customer": 7, "region": "eu"}, et, 4)
+        partitioner(et, 4)({"customer": 7, "region": "eu"})
 
 
 @pytest.mark.parametrize(("metadata", "message"), [
@@ -94,15 +96,15 @@ def test_hash_over_nested_business_fields():
 ])
 def test_user_defined_partition_must_exist(metadata, message):
     with pytest.raises(PartitioningFailed, match=message):
-        partition_for({"metadata": metadata}, event_type("user_defined"), 4)
+        partitioner(event_type("user_defined"), 4)({"metadata": metadata})
 
 
 def test_user_defined_partition_is_taken():
-    assert partition_for({"metadata": {"partition": "3"}}, event_type("user_defined"), 4) == 3
+    assert partitioner(event_type("user_defined"), 4)({"metadata": {"partition": "3"}}) == 3
 
 
 def test_random_partitions_cover_all():
-    assert {partition_for({}, event_type(), 3) for _ in range(200)} == {0, 1, 2}
+    assert {partitioner(event_type(), 3)({}) for _ in range(200)} == {0, 1, 2}
 
 
 def test_enrichment_sets_fields_and_refuses_overrides():
