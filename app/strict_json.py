@@ -17,11 +17,12 @@ import re
 from typing import Any
 
 import orjson
-import re2  # type: ignore[import-untyped]
 
-# RE2 scans a body for it in linear time: Python's re, retrying at every digit, took
-# 17 ms on a batch of 1,000 events (a 250 KB body) that orjson parses in 3.5 ms.
-LONG_DIGIT_RUN = re2.compile(rb"[0-9]{19}")
+# A run of 19 digits, found by turning every digit into "0": 0.22 ms on a batch of
+# 1,000 events (a 250 KB body, which orjson parses in 0.5 ms), RE2 0.36 ms, and
+# Python's re, retrying at every digit, 17 ms.
+DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
+NINETEEN_DIGITS = b"0" * 19
 # A \uD800-\uDFFF escape: a surrogate, which is fine only as half of a pair.
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
 
@@ -32,7 +33,7 @@ class InvalidJson(ValueError):
 
 def loads(data: bytes) -> Any:
     """The value of a JSON text (UTF-8 bytes)."""
-    if LONG_DIGIT_RUN.search(data) is None:
+    if NINETEEN_DIGITS not in data.translate(DIGITS_AS_ZERO):
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as error:
