@@ -2,7 +2,7 @@
 
 A stream takes a slot on each partition it reads: an ephemeral sequential node
 under ``/low-level-streams/<event type>/<partition>``, all of a stream's nodes
-created in one transaction. The oldest ``limit`` nodes of a partition hold its
+created in one transaction (and deleted in one). The oldest ``limit`` nodes of a partition hold its
 slots; a stream whose node is not among them gives all its nodes back and is
 refused. Nodes vanish with the stream, or with the session of a worker that
 died. Without a connection, slots are given back in the background once it
@@ -12,15 +12,14 @@ outage does not wait for it.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections.abc import Iterable
 
 import gevent
 from kazoo.client import KazooClient
-from kazoo.exceptions import KazooException, NoNodeError
+from kazoo.exceptions import KazooException
 
-from app.coordination.nodes import create_all
+from app.coordination.nodes import create_all, delete_all
 
 ROOT = "/low-level-streams"
 
@@ -47,9 +46,7 @@ class StreamSlots:
 
     def _delete(self, nodes: list[str]) -> None:
         try:
-            for node in nodes:
-                with contextlib.suppress(NoNodeError):
-                    self._zookeeper.delete(node)
+            delete_all(self._zookeeper, nodes)
         except KazooException as error:
             log.warning("stream slots %s are left to their session: %r", nodes, error)
 
@@ -63,9 +60,10 @@ def claim_slots(zookeeper: KazooClient, event_type: str, partitions: Iterable[in
     try:
         slots._nodes = create_all(zookeeper, [(f"{parent}/stream-", b"") for parent in parents],
                                   ephemeral=True, sequence=True)
-        for partition, parent, node in zip(partitions, parents, slots._nodes, strict=True):
-            holders = sorted(zookeeper.get_children(parent))
-            if holders.index(node.rsplit("/", 1)[1]) >= limit:
+        # Every partition's holders asked at once: one round trip, not one per partition.
+        asked = [zookeeper.get_children_async(parent) for parent in parents]
+        for partition, node, holders in zip(partitions, slots._nodes, asked, strict=True):
+            if sorted(holders.get()).index(node.rsplit("/", 1)[1]) >= limit:
                 raise TooManyStreams(
                     f"partition {partition} of {event_type} already has {limit} streams; "
                     "close one or try again later")

@@ -41,3 +41,13 @@ def test_claiming_and_releasing_leaves_no_garbage_for_the_cycle_collector(zookee
         assert gc.collect() == 0
     finally:
         gc.enable()
+
+
+def test_releasing_gives_back_every_slot_that_is_still_there(zookeeper):
+    # One node already gone (its session expired, say) must not keep the others.
+    event_type = f"slots-{uuid.uuid4().hex[:8]}"
+    slots = claim_slots(zookeeper, event_type, [0, 1, 2], 5)
+    [node] = zookeeper.get_children(f"{ROOT}/{event_type}/1")
+    zookeeper.delete(f"{ROOT}/{event_type}/1/{node}")
+    slots.release()
+    assert [zookeeper.get_children(f"{ROOT}/{event_type}/{p}") for p in range(3)] == [[], [], []]
