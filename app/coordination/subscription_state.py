@@ -124,10 +124,13 @@ class SubscriptionState:
             if self.zookeeper.exists(self.root) is None:
                 raise SubscriptionGone(self.root) from None
             return []
+        # Every session read at once: one round trip however many streams there are.
+        asked = [(name, self.zookeeper.get_async(f"{self.sessions_path}/{name}"))
+                 for name in names]
         found = []
-        for name in names:
+        for name, answer in asked:
             with contextlib.suppress(NoNodeError):  # it ended meanwhile
-                data, _ = self.zookeeper.get(f"{self.sessions_path}/{name}")
+                data, _ = answer.get()
                 found.append(_session_from(name, data))
         return found
 
