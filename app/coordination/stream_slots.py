@@ -2,12 +2,12 @@
 
 A stream takes a slot on each partition it reads: an ephemeral sequential node
 under ``/low-level-streams/<event type>/<partition>``, all of a stream's nodes
-created in one transaction (and deleted in one). The oldest ``limit`` nodes of a partition hold its
-slots; a stream whose node is not among them gives all its nodes back and is
-refused. Nodes vanish with the stream, or with the session of a worker that
-died. Without a connection, slots are given back in the background once it
-returns (or vanish with the session), so a stream ending during a ZooKeeper
-outage does not wait for it.
+created in one transaction and deleted in one. The oldest ``limit`` nodes of a
+partition hold its slots; a stream whose node is not among them gives all its
+nodes back and is refused. Nodes vanish with the stream, or with the session of
+a worker that died. Without a connection, slots are given back in the
+background once it returns (or vanish with the session), so a stream ending
+during a ZooKeeper outage does not wait for it.
 """
 
 from __future__ import annotations
