@@ -122,9 +122,11 @@ class KafkaStreamReader:
 
     def _take(self, messages: Iterable[Message]) -> list[StoredEvent]:
         events = []
+        following = self._next
         for event in records(messages, self.topic):
-            if event.offset < self._next[event.partition]:
+            partition, offset, _ = event
+            if offset < following[partition]:
                 continue  # at or before the asked position: the consumer restarted earlier
-            self._next[event.partition] = event.offset + 1
+            following[partition] = offset + 1
             events.append(event)
         return events
