@@ -29,6 +29,7 @@ from app.storage.engine import (
     StorageUnavailable,
     StoredEvent,
     TopicNotFound,
+    stored_event,
 )
 from app.storage.postgres_appender import CHANNEL, GroupAppender, MissingPartitions
 
@@ -227,7 +228,7 @@ class PostgresEngine(StorageEngine):
                     moved = True
             if not moved:
                 break
-        return list(map(StoredEvent._make, rows))
+        return list(map(stored_event, rows))
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
         topic_id = self._topic_id(topic)

@@ -17,7 +17,13 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from app.storage.engine import StorageError, StorageUnavailable, StoredEvent, TopicNotFound
+from app.storage.engine import (
+    StorageError,
+    StorageUnavailable,
+    StoredEvent,
+    TopicNotFound,
+    stored_event,
+)
 
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024
 """Largest record the producer sends and a created topic accepts (events of 1 MB fit)."""
@@ -73,12 +79,11 @@ def storage_error(error: BaseException | KafkaError, what: str) -> StorageError:
 def records(messages: Iterable[Message], topic: str) -> Iterator[StoredEvent]:
     """The records among consumed messages; end-of-partition events only wake the
     consumer (the high watermark they carry is cached), other errors raise."""
-    stored = tuple.__new__  # a named tuple made as the tuple it is: half the cost per event
     for message in messages:
         error = message.error()
-        if error is None:  # a record: it has a partition and an offset
-            yield stored(StoredEvent, (message.partition(), message.offset(),
-                                       message.value() or b""))
+        if error is None:  # a record: its partition and offset are never None
+            yield stored_event((message.partition(), message.offset(),  # type: ignore[arg-type]
+                                message.value() or b""))
         elif error.code() != KafkaError._PARTITION_EOF:
             raise storage_error(error, topic)
 
