@@ -241,3 +241,31 @@ def test_a_stream_ends_with_its_last_keep_alive(
     ended = time.monotonic()
     assert len(keep_alives) == 2 * timeline.partitions
     assert ended - keep_alives[-1] < 0.5
+
+
+def test_the_readers_of_an_ended_stream_close_by_themselves(
+        zookeeper, engine, topic, timeline, subscription, monkeypatch):
+    """Ending does not wait for the readers (one may be waiting for appends), but they
+    stop within their poll and close: nothing reads the topic for a stream that is over."""
+    opened, closed = [], []
+    open_reader = engine.reader
+
+    def tracked_reader(topic_name, positions):
+        reader = open_reader(topic_name, positions)
+        opened.append(reader)
+        close = reader.close
+
+        def tracked_close():
+            closed.append(reader)
+            close()
+        reader.close = tracked_close
+        return reader
+
+    monkeypatch.setattr(engine, "reader", tracked_reader)
+    client = open_stream(zookeeper, engine, subscription, timeline, batch_flush_timeout=1,
+                         stream_keep_alive_limit=1)
+    while client.batch() is not None:
+        pass
+    wait_until(lambda: client.stream.phase == Phase.ENDED)
+    assert opened
+    wait_until(lambda: len(closed) == len(opened), timeout=5)
