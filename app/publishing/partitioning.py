@@ -23,6 +23,8 @@ class PartitioningFailed(ValueError):
 def hash_partition(values: Sequence[Any], partitions: int) -> int:
     """A partition from the key values, the same in every process and on every machine
     (Python's own ``hash`` is salted per process)."""
+    if len(values) == 1 and isinstance(values[0], str):  # the usual key: the same bytes
+        return _partition_of(values[0].encode(), partitions)
     parts = [v.encode() if isinstance(v, str) else orjson.dumps(v, option=orjson.OPT_SORT_KEYS)
              for v in values]
     return _partition_of(KEY_SEPARATOR.join(parts), partitions)
@@ -58,8 +60,6 @@ def _hash_partitioner(event_type: EventType, partitions: int) -> Callable[[Any],
                     raise PartitioningFailed(f"partition key field '{name}' is missing")
                 value = value[part]
             values.append(value)
-        if len(values) == 1 and isinstance(values[0], str):  # the usual key, hashed as below
-            return _partition_of(values[0].encode(), partitions)
         return hash_partition(values, partitions)
     return by_hash
 

@@ -104,7 +104,7 @@ def matches_bytes(regex: Any, data: bytes) -> bool:
 
 def search(pattern: str, text: str) -> bool:
     """Whether the pattern matches anywhere in the text, as `re.search` would say."""
-    return compiled(pattern).search(text) is not None
+    return matches_bytes(compiled(pattern), text.encode())
 
 
 def pattern_problem(schema: Mapping[str, Any]) -> str | None:

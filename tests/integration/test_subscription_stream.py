@@ -93,6 +93,17 @@ def started_stream(zookeeper, engine, subscription, timeline, **params) -> Subsc
     return stream
 
 
+def on_every_reader(monkeypatch, engine, change) -> None:
+    """Apply ``change`` to every storage reader the engine opens from now on."""
+    open_reader = engine.reader
+
+    def changed_reader(topic_name, positions):
+        reader = open_reader(topic_name, positions)
+        change(reader)
+        return reader
+    monkeypatch.setattr(engine, "reader", changed_reader)
+
+
 def append(engine, topic, partition: int, count: int) -> None:
     engine.append(topic, partition, [json.dumps({"n": n}).encode() for n in range(count)])
 
@@ -205,10 +216,8 @@ def test_a_stream_reads_no_further_than_its_stream_limit(
     stream (and the client's connection) for a poll."""
     append(engine, topic, 0, 50)
     read: list[int] = []
-    open_reader = engine.reader
 
-    def counting_reader(topic_name, positions):
-        reader = open_reader(topic_name, positions)
+    def count_reads(reader):
         poll = reader.poll
 
         def counted(max_events, timeout):
@@ -216,9 +225,8 @@ def test_a_stream_reads_no_further_than_its_stream_limit(
             read.extend(event.offset for event in events)
             return events
         reader.poll = counted
-        return reader
 
-    monkeypatch.setattr(engine, "reader", counting_reader)
+    on_every_reader(monkeypatch, engine, count_reads)
     client = open_stream(zookeeper, engine, subscription, timeline, batch_limit=5,
                          stream_limit=10, max_uncommitted_events=100)
     batches = []
@@ -248,10 +256,8 @@ def test_the_readers_of_an_ended_stream_close_by_themselves(
     """Ending does not wait for the readers (one may be waiting for appends), but they
     stop within their poll and close: nothing reads the topic for a stream that is over."""
     opened, closed = [], []
-    open_reader = engine.reader
 
-    def tracked_reader(topic_name, positions):
-        reader = open_reader(topic_name, positions)
+    def track_close(reader):
         opened.append(reader)
         close = reader.close
 
@@ -259,9 +265,8 @@ def test_the_readers_of_an_ended_stream_close_by_themselves(
             closed.append(reader)
             close()
         reader.close = tracked_close
-        return reader
 
-    monkeypatch.setattr(engine, "reader", tracked_reader)
+    on_every_reader(monkeypatch, engine, track_close)
     client = open_stream(zookeeper, engine, subscription, timeline, batch_flush_timeout=1,
                          stream_keep_alive_limit=1)
     while client.batch() is not None:

@@ -66,7 +66,7 @@ def test_hash_partition_is_stable_and_spreads():
     # Pinned values: a key must land in the same partition in every process, after
     # every restart and on every machine, so these never change.
     assert [hash_partition([f"order-{n}"], 8) for n in range(8)] == PINNED
-    by_key = partitioner(event_type("hash", keys=["key"]), 8)  # a one-string key's own path
+    by_key = partitioner(event_type("hash", keys=["key"]), 8)
     assert [by_key({"key": f"order-{n}"}) for n in range(8)] == PINNED
     assert hash_partition(["order-1"], 1000) == 429
     spread = {hash_partition([f"order-{n}"], 8) for n in range(200)}
