@@ -146,6 +146,9 @@ class PartitionReaders:
                 if events and not pump.stopped:
                     self.inbox.put(event_type, events)
                     self._wake.set()
+                    # Make way: a poll that found its events fetched already (kafka)
+                    # never waits, and the stream sends only while the pump waits.
+                    gevent.sleep(0)
         except StorageError as error:
             if not pump.stopped:
                 self.error = error

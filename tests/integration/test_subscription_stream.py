@@ -236,6 +236,35 @@ def test_a_stream_reads_no_further_than_its_stream_limit(
     assert len(read) == 10
 
 
+def test_a_stream_sends_what_was_read_before_its_reader_reads_on(
+        zookeeper, engine, topic, timeline, subscription, monkeypatch):
+    """A reader that finds its events already fetched (a kafka consumer's local queue)
+    never waits, so it must make way after each poll: else it reads as far as the
+    stream may go before a first batch goes out, and the stream reads and sends in
+    turns instead of at once."""
+    count = 12_000
+    append(engine, topic, 0, count)
+    read: list[int] = []
+
+    def count_reads(reader):
+        poll = reader.poll
+
+        def counted(max_events, timeout):
+            events = poll(max_events, timeout)
+            read.append(len(events))
+            return events
+        reader.poll = counted
+
+    on_every_reader(monkeypatch, engine, count_reads)
+    client = open_stream(zookeeper, engine, subscription, timeline, batch_limit=100,
+                         stream_limit=count, max_uncommitted_events=count)
+    try:
+        client.events_batch()
+        assert sum(read) < count / 2
+    finally:
+        client.close()
+
+
 def test_a_stream_ends_with_its_last_keep_alive(
         zookeeper, engine, topic, timeline, subscription):
     """The end follows the keep-alive that reached ``stream_keep_alive_limit`` at once,
