@@ -4,6 +4,13 @@ token belongs to, cached for a bounded time and never past its ``expires_in``.
 Outcomes are three: the token's ``TokenInfo``; ``InvalidToken`` when the service
 refuses the token (a 401 for the caller); ``TokenInfoUnavailable`` when the
 service is down, slow or answers something unreadable (a 503, never "allowed").
+
+``requests`` is imported when a client is made, in a gunicorn worker after gevent
+patched ``ssl``, never when this module is: the gunicorn master imports the whole
+application before its workers patch, and urllib3 keeps the ``ssl`` classes it
+found at import. Unpatched ones fail every HTTPS call of a patched worker with a
+RecursionError (gevent issue 1016), so a token-info service behind HTTPS answered
+every authenticated request with a 500.
 """
 
 from __future__ import annotations
@@ -18,7 +25,6 @@ from typing import Any
 
 import gevent
 import gevent.event
-import requests
 
 log = logging.getLogger(__name__)
 
@@ -71,9 +77,12 @@ class TokenInfoClient:
     """Asks the token-info service about one token at a time, within ``timeout_s``."""
 
     def __init__(self, url: str, timeout_s: float) -> None:
+        import requests  # here, not above: see the module's docstring
+
         self._url = url
         self._timeout_s = timeout_s
         self._session = requests.Session()
+        self._failure = requests.RequestException
 
     def lookup(self, token: str) -> TokenInfo:
         # The overall bound also covers a service that trickles its answer.
@@ -85,7 +94,7 @@ class TokenInfoClient:
                     self._url, headers={"Authorization": f"Bearer {token}"},
                     timeout=self._timeout_s)
                 body = response.content
-        except requests.RequestException as error:
+        except self._failure as error:
             log.warning("token-info request failed: %s", type(error).__name__)
             raise TokenInfoUnavailable("the token-info service cannot be reached") from None
         if response.status_code in REFUSED_STATUSES:

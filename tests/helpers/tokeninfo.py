@@ -1,6 +1,9 @@
 """A small OAuth2 token-info service of the tests' own (and the publish benchmark's):
 a threaded ``http.server`` on a free port that answers for the tokens it knows.
 
+Given a ``trustme.CA`` it serves HTTPS, as real token-info services do, with a
+certificate of that authority for 127.0.0.1.
+
 Besides valid tokens it knows misbehaving ones: ``garbage-token`` (200 with a
 body that is not JSON), ``broken-token`` (500), ``slow-token`` (answers after
 ``slow_s`` seconds) and ``expired-token`` (``expires_in`` 0). Other tokens get
@@ -10,10 +13,13 @@ body that is not JSON), ``broken-token`` (500), ``slow-token`` (answers after
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 import time
 from collections import Counter
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import trustme
 
 from deploy.localstack import free_port
 
@@ -21,15 +27,23 @@ EMPLOYEES, SERVICES = "/employees", "/services"
 
 
 class TokenInfoStub:
-    def __init__(self, tokens: dict[str, dict], slow_s: float = 3.0) -> None:
+    def __init__(self, tokens: dict[str, dict], slow_s: float = 3.0,
+                 ca: trustme.CA | None = None) -> None:
         """``tokens`` maps each token to its token-info answer (uid, realm, scope...)."""
         self.tokens = tokens
         self.slow_s = slow_s
         self.calls: Counter[str] = Counter()
         self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}/oauth2/tokeninfo"
+        scheme = "https" if ca is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/oauth2/tokeninfo"
         self._server = ThreadingHTTPServer(("127.0.0.1", self.port), self._handler())
         self._server.daemon_threads = True
+        if ca is not None:
+            context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ca.issue_cert("127.0.0.1").configure_cert(context)
+            # The handshake runs in each request's thread, not in the accepting one.
+            self._server.socket = context.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=False)
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import requests
+import trustme
 
 from app.repository.security_settings import NOTIFY_CHANGE
 from deploy.localstack import free_port
@@ -58,17 +59,29 @@ def business_event(n: int = 1) -> dict:
 
 
 @pytest.fixture(scope="session")
-def token_info() -> Iterator[TokenInfoStub]:
-    stub = TokenInfoStub(TOKENS, slow_s=3.0).start()
+def token_info_ca() -> trustme.CA:
+    """The authority of the token-info service's certificate."""
+    return trustme.CA()
+
+
+@pytest.fixture(scope="session")
+def token_info(token_info_ca) -> Iterator[TokenInfoStub]:
+    """The token-info service, over HTTPS as real ones are."""
+    stub = TokenInfoStub(TOKENS, slow_s=3.0, ca=token_info_ca).start()
     yield stub
     stub.stop()
 
 
 @pytest.fixture(scope="session")
-def secure_server(stack_env, token_info, tmp_path_factory) -> Iterator[tuple[str, Path]]:
-    """(URL, log file) of a gunicorn with authentication on; root is a Nakadi admin."""
+def secure_server(stack_env, token_info, token_info_ca, tmp_path_factory
+                  ) -> Iterator[tuple[str, Path]]:
+    """(URL, log file) of a gunicorn with authentication on; root is a Nakadi admin.
+    It trusts the token-info service's authority as a deployment would its own."""
+    ca_bundle = tmp_path_factory.mktemp("token-info-ca") / "ca.pem"
+    token_info_ca.cert_pem.write_to_path(str(ca_bundle))
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")}
-    env.update(stack_env, NAKADI_OAUTH2_TOKENINFO_URL=token_info.url,
+    env.update(stack_env, REQUESTS_CA_BUNDLE=str(ca_bundle),
+               NAKADI_OAUTH2_TOKENINFO_URL=token_info.url,
                NAKADI_OAUTH2_TOKENINFO_TIMEOUT_S="0.5", NAKADI_ADMINS="user:root",
                NAKADI_OAUTH2_READ_SCOPE=READ_SCOPE, NAKADI_OAUTH2_WRITE_SCOPE=WRITE_SCOPE,
                NAKADI_OAUTH2_ADMIN_SCOPE=ADMIN_SCOPE)

@@ -21,7 +21,10 @@ def test_without_a_token_every_endpoint_but_health_is_a_401_with_a_challenge(sec
     assert requests.get(secure_url + "/health").status_code == 200
 
 
-def test_a_valid_token_is_accepted(secure_url):
+def test_a_valid_token_is_accepted(secure_url, token_info):
+    """Over HTTPS, as real token-info services answer: workers whose master imported
+    urllib3 before gevent patched ssl failed every such lookup with a 500."""
+    assert token_info.url.startswith("https://")
     assert requests.get(secure_url + "/event-types", headers=auth("alice")).status_code == 200
     assert requests.get(secure_url + "/event-types", headers=auth("app")).status_code == 200
 
