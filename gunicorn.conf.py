@@ -84,6 +84,8 @@ def on_starting(server: Arbiter) -> None:
 
 
 def post_worker_init(worker: Worker) -> None:
+    import gevent
+
     from app import lifecycle
     from app.monitoring.ticker import start_process_figures
     from app.services import services_of
@@ -97,6 +99,7 @@ def post_worker_init(worker: Worker) -> None:
     start_retention(services)
     start_sweeps(services)
     services.publishing_gate.start()
+    gevent.spawn(services.engines.warm_up)
     start_process_figures()
     gc.freeze()
     gc.set_threshold(*GC_THRESHOLDS)

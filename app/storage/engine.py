@@ -182,6 +182,11 @@ class StorageEngine(ABC):
         storage enforces retention itself (Kafka) have nothing to do."""
         return 0
 
+    def warm_up(self) -> None:
+        """Start, without waiting for it, what a first append would otherwise wait for
+        (a Kafka producer's connection and id take half a second). Nothing by default."""
+        return None
+
     @abstractmethod
     def check(self) -> None:
         """Raise ``StorageError`` when the storage does not answer."""

@@ -3,11 +3,15 @@
 
 from __future__ import annotations
 
+import logging
+
 from app.repository.database import ConnectionPool
 from app.repository.storages import Storage, get_storage, list_storages
 from app.storage.engine import StorageEngine, StorageError
 
 DEFAULT_KAFKA_TIMEOUT_S = 10.0
+
+log = logging.getLogger(__name__)
 
 
 def build_engine(storage: Storage, pool: ConnectionPool,
@@ -50,6 +54,15 @@ class Engines:
     def all(self) -> dict[str, StorageEngine]:
         """Every configured storage's engine, by id."""
         return {storage.id: self.get(storage.id) for storage in list_storages(self._pool)}
+
+    def warm_up(self) -> None:
+        """Warm every configured storage's engine up (each worker, as it starts). Only
+        a head start: whatever is out of reach now is the first request's to meet."""
+        try:
+            for engine in self.all().values():
+                engine.warm_up()
+        except Exception as error:  # the database or a storage is down: requests will say
+            log.info("storages not warmed up: %r", error)
 
     def close(self) -> None:
         for engine in self._engines.values():

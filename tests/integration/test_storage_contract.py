@@ -227,3 +227,31 @@ def test_topic_deleted_by_another_process_is_noticed(engine, pool):
     finally:
         this_process.close()
         other_process.close()
+
+
+def test_a_warmed_up_kafka_engine_appends_with_the_producer_it_started(pool, monkeypatch):
+    """Each worker warms its engines up as it starts, so that its first publish finds a
+    producer already connected, instead of waiting half a second to start one."""
+    from app.repository.storages import get_storage
+    from app.storage.engines import build_engine
+    from app.storage.kafka.clients import Clients
+
+    started: list[float] = []
+    make_producer = Clients.producer
+
+    def counted(self, timeout):
+        started.append(timeout)
+        return make_producer(self, timeout)
+
+    monkeypatch.setattr(Clients, "producer", counted)
+    engine = build_engine(get_storage(pool, "kafka"), pool)
+    topic = f"test-{uuid.uuid4().hex[:12]}"
+    try:
+        engine.warm_up()
+        assert len(started) == 1
+        engine.create_topic(topic, partitions=1, retention_ms=60_000)
+        assert engine.append(topic, 0, [payload(1)]) == [0]
+        assert len(started) == 1
+    finally:
+        engine.delete_topic(topic)
+        engine.close()

@@ -124,6 +124,9 @@ class KafkaEngine(StorageEngine):
 
     # -- health and lifecycle -------------------------------------------------
 
+    def warm_up(self) -> None:
+        self._appender.start()
+
     def check(self) -> None:
         self._availability.raise_if_down()
         self._topics.check()

@@ -146,6 +146,11 @@ class Appender:
             self._running = None
             self._retired.append(running)
 
+    def start(self) -> None:
+        """Start the producer now: librdkafka connects and gets its producer id in the
+        background, so the first append does not wait for that."""
+        self._started_producer()
+
     def _started_producer(self) -> _Running:
         self._threads.ensure_running()
         if self._running is None:
