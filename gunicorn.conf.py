@@ -111,6 +111,11 @@ def worker_exit(server: Arbiter, worker: Worker) -> None:
     services = services_of(getattr(worker, "wsgi", None))
     if services is not None:
         services.close()
+    # Collect what gc.freeze kept, discarded log handlers among it, while gevent still
+    # works: finalized in the interpreter's teardown, each of those wrote "Exception
+    # ignored in _removeHandlerRef" and a traceback to stderr, between the JSON lines.
+    gc.unfreeze()
+    gc.collect()
 
 
 def pre_request(worker: Worker, req: object) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -9,7 +10,13 @@ import time
 import requests
 
 from deploy.localstack import free_port
-from tests.api.conftest import ROOT, assert_problem, start_gunicorn, stop_gunicorn
+from tests.api.conftest import (
+    ROOT,
+    assert_problem,
+    start_gunicorn,
+    stop_gunicorn,
+    wait_until_serving,
+)
 
 
 def test_health_lists_every_dependency(base_url):
@@ -93,3 +100,21 @@ def test_the_container_health_check_follows_health(base_url, server_env):
     dead = check(f"0.0.0.0:{free_port()}")
     assert dead.returncode == 1
     assert "/health" in dead.stderr
+
+
+def test_the_log_is_json_lines_from_start_to_shutdown(server_env, tmp_path):
+    """Log collectors parse every line: neither a warning at a worker's start nor a
+    traceback at its exit may come between the JSON lines."""
+    log = tmp_path / "gunicorn.log"
+    port = free_port()
+    process = start_gunicorn(dict(server_env, NAKADI_LOG_LEVEL="INFO"), port, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(process, url, log)
+        assert requests.get(url + "/event-types").status_code == 200
+    finally:
+        stop_gunicorn(process)
+    lines = log.read_text().splitlines()
+    assert any("Worker exiting" in line for line in lines)
+    for line in lines:
+        assert isinstance(json.loads(line), dict), line
