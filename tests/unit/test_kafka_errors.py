@@ -8,7 +8,8 @@ from confluent_kafka import KafkaError, KafkaException
 
 from app.dependencies import unavailable_from
 from app.storage.engine import StorageUnavailable, TopicNotFound
-from app.storage.kafka.clients import storage_error
+from app.storage.kafka.clients import Clients, storage_error
+from deploy.localstack import free_port
 
 
 @pytest.mark.parametrize("code", [KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
@@ -30,3 +31,15 @@ def test_a_refusal_is_not_an_outage():
     error = storage_error(KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)), "orders")
     assert not isinstance(error, StorageUnavailable)
     assert unavailable_from(error) is None
+
+
+def test_librdkafka_reports_errors_to_the_callback_and_writes_nothing_to_stderr(capfd):
+    """Its own log lines are not JSON; the broker's log is, errors included."""
+    errors: list[KafkaError] = []
+    producer = Clients(f"127.0.0.1:{free_port()}", {}, errors.append).producer(1)
+    producer.produce("orders", b"{}")
+    producer.poll(1.5)
+    producer.purge()
+    producer.flush(1)
+    assert any(error.code() == KafkaError._TRANSPORT for error in errors)
+    assert capfd.readouterr().err == ""

@@ -110,6 +110,10 @@ class Clients:
             # Metadata requests must never create a topic on a broker that auto-creates.
             "allow.auto.create.topics": False,
             "error_cb": on_error,
+            # librdkafka writes its log to stderr in a format of its own, between the
+            # JSON lines; its errors (a broker out of reach...) also reach error_cb,
+            # which logs them as JSON. Only its critical lines stay.
+            "log_level": 2,
         }
         self._overrides = dict(overrides)
 
