@@ -87,12 +87,14 @@ def post_worker_init(worker: Worker) -> None:
     import gevent
 
     from app import lifecycle
+    from app.logs import log_greenlet_failures
     from app.monitoring.ticker import start_process_figures
     from app.services import services_of
     from workers.retention import start_retention
     from workers.topic_deletions import start_sweeps
 
     lifecycle.attach_worker(worker)
+    log_greenlet_failures()
     services = services_of(worker.wsgi)
     if services is None:
         raise RuntimeError("gunicorn must serve app.wsgi:app")

@@ -6,8 +6,10 @@ import json
 import logging
 import sys
 import time
+from types import TracebackType
 from typing import TYPE_CHECKING
 
+import gevent
 from flask import g, has_app_context
 from gunicorn import glogging
 
@@ -61,6 +63,22 @@ def configure_logging(level: str) -> None:
     root.setLevel(level.upper())
     # kazoo logs every connection state change at INFO; keep its warnings.
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, root.level))
+
+
+def log_greenlet_failures() -> None:
+    """Have this thread's gevent hub log an exception no greenlet caught as a JSON line,
+    traceback included; gevent itself prints it to stderr, between the JSON lines."""
+    log = logging.getLogger("gevent")
+
+    def print_exception(context: object | None, t: type[BaseException] | None,
+                        v: BaseException | str | None, tb: TracebackType | None) -> None:
+        if t is not None and isinstance(v, BaseException):
+            log.error("uncaught in %r", context, exc_info=(t, v, tb))
+        else:
+            log.error("uncaught in %r: %s", context, v)
+
+    # gevent's documented way to change how its hub reports errors
+    gevent.get_hub().print_exception = print_exception  # type: ignore[method-assign]
 
 
 class GunicornLogger(glogging.Logger):
