@@ -14,6 +14,7 @@ from typing import Any
 
 from app.registry.settings import RegistrySettings
 from app.security.subjects import parse_attribute_list, parse_realms
+from app.storage.kafka.client_properties import read_client_properties
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,8 @@ class Settings:
     zookeeper_timeout_s: float = 5.0
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
     kafka_timeout_s: float = 10.0
+    # A file of librdkafka properties (TLS, SASL...) for every Kafka client.
+    kafka_client_properties: str = ""
     default_storage: str = "postgres"
     log_level: str = "INFO"
     retention_check_interval_s: float = 60.0
@@ -60,6 +63,12 @@ class Settings:
         # Malformed security lists stop the start, naming the variable.
         parse_attribute_list(self.admins, "NAKADI_ADMINS")
         parse_realms(self.oauth2_realms)
+        _ = self.kafka_client_config  # an unusable properties file stops the start too
+
+    @cached_property
+    def kafka_client_config(self) -> dict[str, str]:
+        """The librdkafka properties of ``NAKADI_KAFKA_CLIENT_PROPERTIES``."""
+        return read_client_properties(self.kafka_client_properties)
 
     @cached_property
     def registry(self) -> RegistrySettings:

@@ -26,7 +26,8 @@ class Services:
         self.settings = settings
         self.pool = ConnectionPool(settings.database_url, settings.database_pool_size,
                                    settings.database_timeout_s)
-        self.engines = Engines(self.pool, settings.kafka_timeout_s)
+        self.engines = Engines(self.pool, settings.kafka_timeout_s,
+                               settings.kafka_client_config)
         self.event_types = EventTypeCache(self.pool)
         self.subscriptions = SubscriptionCache(self.pool)
         self.security = Security(settings, self.pool)

@@ -1,7 +1,7 @@
 """What the gunicorn master does once before forking workers: check that every
 dependency answers, apply migrations and register the configured storages.
 
-It uses only short-lived, thread-free clients, so nothing crosses the fork."""
+It uses only short-lived clients, closed (threads and all) before the fork."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ import socket
 from urllib.parse import urlsplit
 
 import psycopg2
+from confluent_kafka import KafkaException
 from kazoo.client import KazooClient
 from kazoo.handlers.threading import KazooTimeoutError
 
 from app.config import Settings
 from app.repository.database import ConnectionPool, connect
 from app.repository.storages import register_local_storages
+from app.storage.kafka.clients import Clients
 from sql.migrate import migrate
 
 CHECK_TIMEOUT_S = 5.0
@@ -58,6 +60,7 @@ def prepare(settings: Settings) -> list[str]:
         _check_zookeeper(settings.zookeeper)
         if settings.kafka_bootstrap_servers:
             _check_tcp("Kafka", settings.kafka_bootstrap_servers)
+            _check_kafka_client_config(settings)
         applied = migrate(conn)
     finally:
         conn.close()
@@ -68,6 +71,21 @@ def prepare(settings: Settings) -> list[str]:
     finally:
         pool.close()
     return applied
+
+
+def _check_kafka_client_config(settings: Settings) -> None:
+    """librdkafka refuses a property it does not know, or a value it cannot use, when
+    a client is made: make one the way the workers will (``ValueError`` naming the file
+    and librdkafka's reason otherwise)."""
+    if not settings.kafka_client_config:
+        return
+    try:
+        producer = Clients(settings.kafka_bootstrap_servers, settings.kafka_client_config,
+                           lambda _error: None).producer(CHECK_TIMEOUT_S)
+    except KafkaException as error:
+        raise ValueError(f"NAKADI_KAFKA_CLIENT_PROPERTIES ({settings.kafka_client_properties})"
+                         f": {error.args[0].str()}") from None
+    producer.close()
 
 
 def _check_zookeeper(hosts: str) -> None:

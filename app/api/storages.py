@@ -31,7 +31,8 @@ def _check_reachable(storage: repository.Storage) -> None:
     """A storage is registered only if it answers: otherwise /health would report it down."""
     current = services()
     try:
-        engine = build_engine(storage, current.pool, current.settings.kafka_timeout_s)
+        engine = build_engine(storage, current.pool, current.settings.kafka_timeout_s,
+                              current.settings.kafka_client_config)
     except StorageError as error:
         raise Problem(422, f"the storage cannot be used: {error}") from None
     try:

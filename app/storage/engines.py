@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 
 from app.repository.database import ConnectionPool
 from app.repository.storages import Storage, get_storage, list_storages
@@ -15,9 +16,11 @@ log = logging.getLogger(__name__)
 
 
 def build_engine(storage: Storage, pool: ConnectionPool,
-                 kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S) -> StorageEngine:
+                 kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S,
+                 kafka_client_config: Mapping[str, str] | None = None) -> StorageEngine:
     """The engine for one storage row. A ``postgres`` storage without its own
-    ``database_url`` keeps its log in the metadata database."""
+    ``database_url`` keeps its log in the metadata database; a ``kafka`` storage's
+    clients get ``kafka_client_config`` (how to connect: TLS, SASL)."""
     if storage.storage_type == "postgres":
         from app.storage.postgres import PostgresEngine
 
@@ -28,7 +31,8 @@ def build_engine(storage: Storage, pool: ConnectionPool,
     if storage.storage_type == "kafka":
         from app.storage.kafka import KafkaEngine
 
-        return KafkaEngine(storage.configuration["bootstrap_servers"], timeout=kafka_timeout_s)
+        return KafkaEngine(storage.configuration["bootstrap_servers"], kafka_client_config,
+                           timeout=kafka_timeout_s)
     raise StorageError(f"storage {storage.id} has unknown type {storage.storage_type}")
 
 
@@ -36,9 +40,11 @@ class Engines:
     """The engines of this process, by storage id."""
 
     def __init__(self, pool: ConnectionPool,
-                 kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S) -> None:
+                 kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S,
+                 kafka_client_config: Mapping[str, str] | None = None) -> None:
         self._pool = pool
         self._kafka_timeout_s = kafka_timeout_s
+        self._kafka_client_config = kafka_client_config
         self._engines: dict[str, StorageEngine] = {}
 
     def get(self, storage_id: str) -> StorageEngine:
@@ -47,8 +53,8 @@ class Engines:
             storage = get_storage(self._pool, storage_id)
             if storage is None:
                 raise StorageError(f"there is no storage {storage_id}")
-            engine = self._engines[storage_id] = build_engine(storage, self._pool,
-                                                             self._kafka_timeout_s)
+            engine = self._engines[storage_id] = build_engine(
+                storage, self._pool, self._kafka_timeout_s, self._kafka_client_config)
         return engine
 
     def all(self) -> dict[str, StorageEngine]:

@@ -88,6 +88,27 @@ def test_start_fails_fast_naming_an_unreachable_kafka(server_env):
     assert "Traceback" not in err
 
 
+def test_start_fails_fast_naming_a_kafka_property_librdkafka_refuses(server_env, tmp_path):
+    properties = tmp_path / "kafka.properties"
+    properties.write_text("security.protocol=SSL\nssl.no.such.setting=1\n")
+    env = dict(server_env, NAKADI_KAFKA_CLIENT_PROPERTIES=str(properties))
+    code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
+    assert code != 0
+    assert f"nakadi: cannot start: NAKADI_KAFKA_CLIENT_PROPERTIES ({properties})" in err
+    assert "ssl.no.such.setting" in err
+    assert "Traceback" not in err
+
+
+def test_start_fails_fast_naming_a_kafka_property_the_broker_keeps(server_env, tmp_path):
+    properties = tmp_path / "kafka.properties"
+    properties.write_text("security.protocol=PLAINTEXT\nacks=1\n")
+    env = dict(server_env, NAKADI_KAFKA_CLIENT_PROPERTIES=str(properties))
+    code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
+    assert code != 0
+    assert "line 2: 'acks' cannot be set here" in err
+    assert "Traceback" not in err
+
+
 def test_the_container_health_check_follows_health(base_url, server_env):
     """The image's HEALTHCHECK command: 0 while /health is 200, 1 when nothing answers."""
     def check(bind: str) -> subprocess.CompletedProcess:

@@ -255,3 +255,21 @@ def test_a_warmed_up_kafka_engine_appends_with_the_producer_it_started(pool, mon
     finally:
         engine.delete_topic(topic)
         engine.close()
+
+
+def test_kafka_clients_connect_as_the_properties_file_says(pool):
+    """``NAKADI_KAFKA_CLIENT_PROPERTIES`` reaches every client: told to speak TLS to the
+    local plaintext broker, the engine cannot get an answer from it."""
+    from app.repository.storages import get_storage
+    from app.storage.engines import build_engine
+
+    storage = get_storage(pool, "kafka")
+    plain = build_engine(storage, pool, 3)
+    over_tls = build_engine(storage, pool, 3, {"security.protocol": "ssl"})
+    try:
+        plain.check()
+        with pytest.raises(StorageError):
+            over_tls.check()
+    finally:
+        plain.close()
+        over_tls.close()

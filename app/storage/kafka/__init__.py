@@ -14,6 +14,8 @@ The modules, one job each:
 - ``threads``: the native thread pool that runs blocking calls for greenlets
 - ``clients``: librdkafka clients as the engine configures them, and what their
   answers mean (errors, records, watermarks)
+- ``client_properties``: the properties file that says how to reach a Kafka that
+  needs TLS or SASL
 - ``topics``: creating and deleting topics, partition counts from metadata
 - ``producer``: appends, one idempotent producer and its delivery-report thread
 - ``reader``: ``KafkaStreamReader``, a consumer over several partitions
