@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 ALLOWED_PREFIXES = (
-    "security.protocol", "sasl.", "ssl.", "ssl_", "enable.ssl.", "client.id",
+    "security.protocol", "sasl.", "ssl.", "enable.ssl.", "client.id",
     "client.rack", "socket.", "broker.address.", "reconnect.backoff",
     "connections.max.idle.ms", "metadata.max.age.ms", "topic.metadata.refresh.",
 )
