@@ -14,7 +14,6 @@ from typing import Any
 
 from app.registry.settings import RegistrySettings
 from app.security.subjects import parse_attribute_list, parse_realms
-from app.storage.kafka.client_properties import read_client_properties
 
 
 @dataclass(frozen=True)
@@ -68,6 +67,11 @@ class Settings:
     @cached_property
     def kafka_client_config(self) -> dict[str, str]:
         """The librdkafka properties of ``NAKADI_KAFKA_CLIENT_PROPERTIES``."""
+        if not self.kafka_client_properties:
+            return {}
+        # Imported here: the kafka package loads librdkafka, which settings need not.
+        from app.storage.kafka.client_properties import read_client_properties
+
         return read_client_properties(self.kafka_client_properties)
 
     @cached_property
