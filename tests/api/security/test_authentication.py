@@ -1,12 +1,15 @@
 """Authentication over HTTP: a gunicorn with authentication on asks the tests'
-token-info service who a bearer token belongs to."""
+token-info service (over HTTPS) who a bearer token belongs to."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import requests
 
-from tests.api.conftest import assert_problem
+from deploy.localstack import free_port
+from tests.api.conftest import assert_problem, start_gunicorn, stop_gunicorn, wait_until_serving
 from tests.api.security.conftest import auth, business_event
 from tests.helpers.waiting import wait_until
 
@@ -59,6 +62,25 @@ def test_a_token_info_service_that_fails_is_a_503_never_allowed(secure_url, toke
     response = requests.post(secure_url + "/event-types/anything/events", headers=auth(token),
                              json=[business_event()])
     assert "Authentication is unavailable" in assert_problem(response, 503)["detail"]
+
+
+def test_a_token_info_certificate_the_broker_does_not_trust_is_a_503(stack_env, token_info,
+                                                                     tmp_path):
+    """A deployment without its company's CA bundle: every authenticated request is a
+    503 naming authentication, never a 500 and never allowed; the log says why."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith("NAKADI_") and k != "REQUESTS_CA_BUNDLE"}
+    env.update(stack_env, NAKADI_OAUTH2_TOKENINFO_URL=token_info.url)
+    port, log = free_port(), tmp_path / "gunicorn.log"
+    process = start_gunicorn(env, port, log)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_until_serving(process, url, log)
+        response = requests.get(url + "/event-types", headers=auth("alice"))
+        assert "Authentication is unavailable" in assert_problem(response, 503)["detail"]
+    finally:
+        stop_gunicorn(process)
+    assert "token-info request failed: SSLError" in log.read_text()
 
 
 def test_token_info_answers_are_cached(secure_url, token_info):
