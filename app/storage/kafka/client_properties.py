@@ -49,9 +49,7 @@ def parse_client_properties(text: str, source: str) -> dict[str, str]:
 
 
 def read_client_properties(path: str) -> dict[str, str]:
-    """The properties of the file at ``path`` (none when ``path`` is empty)."""
-    if not path:
-        return {}
+    """The properties of the file at ``path``."""
     source = f"NAKADI_KAFKA_CLIENT_PROPERTIES ({path})"
     try:
         text = Path(path).read_text(encoding="utf-8")
