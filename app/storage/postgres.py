@@ -3,7 +3,9 @@
 An append takes its offsets by incrementing the partition's ``next_offset``
 row, which stays locked until the append commits: offsets are gap-free, and
 they become visible in order, so a reader reading "after N" never skips an
-event that commits later. Appends are committed in groups
+event that commits later. Each append stores its events in chunks, rows of up
+to a thousand consecutive offsets of one partition, so reading and writing cost
+the server a row per batch, not per event. Appends are committed in groups
 (``postgres_appender``), each notifying ``nakadi_log`` in its transaction; one
 listening connection per process wakes the greenlets that wait for new events
 of that topic.
@@ -14,6 +16,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
+from itertools import count, repeat
 
 import gevent
 import gevent.event
@@ -31,31 +34,40 @@ from app.storage.engine import (
     TopicNotFound,
     stored_event,
 )
-from app.storage.postgres_appender import CHANNEL, GroupAppender, MissingPartitions
+from app.storage.postgres_appender import (
+    CHANNEL,
+    CHUNK_EVENTS,
+    GroupAppender,
+    MissingPartitions,
+)
 
-PURGE_CHUNK = 10_000
+PURGE_CHUNKS = 1_000
 
-# Offsets are gap-free above a partition's purged prefix, so "the next `limit`
-# events" is the range (after, after + limit]: a bounded index range whatever
-# plan the statistics lead to. Payloads are UTF-8 JSON: sent as text they cross
-# the wire as they are (bytea is hex, twice the size) and come back as bytes.
+# Offsets are gap-free above a partition's purged prefix, and a chunk holds at
+# most CHUNK_EVENTS of them: the chunks with events in (after, after + share]
+# end in (after, after + share + CHUNK_EVENTS), a bounded index range whatever
+# plan the statistics lead to. Payloads are UTF-8 JSON lines: sent as text they
+# cross the wire as they are, and come back as bytes.
 READ_RANGE = """
-SELECT %s, event_offset, convert_from(payload, 'UTF8') FROM log_events
-WHERE topic_id = %s AND partition = %s AND event_offset > %s AND event_offset <= %s
-ORDER BY event_offset
+SELECT %s, first_offset, payloads FROM log_chunks
+WHERE topic_id = %s AND partition = %s AND last_offset > %s AND last_offset < %s
+  AND first_offset <= %s
+ORDER BY last_offset
 """
 
+# A partition's oldest offset is the first of the chunk that ends first.
 OLDEST = """
-SELECT p.partition, min(e.event_offset)
+SELECT p.partition, (SELECT first_offset FROM log_chunks e
+                     WHERE e.topic_id = %s AND e.partition = p.partition
+                     ORDER BY last_offset LIMIT 1)
 FROM unnest(%s::integer[]) AS p (partition)
-LEFT JOIN log_events e ON e.topic_id = %s AND e.partition = p.partition
-GROUP BY p.partition
 """
 
 BOUNDS = """
 SELECT p.partition,
-       coalesce((SELECT min(event_offset) FROM log_events e
-                 WHERE e.topic_id = p.topic_id AND e.partition = p.partition), p.next_offset),
+       coalesce((SELECT first_offset FROM log_chunks e
+                 WHERE e.topic_id = p.topic_id AND e.partition = p.partition
+                 ORDER BY last_offset LIMIT 1), p.next_offset),
        p.next_offset - 1
 FROM log_partitions p WHERE p.topic_id = %s ORDER BY p.partition
 """
@@ -182,7 +194,7 @@ class PostgresEngine(StorageEngine):
                 cursor.execute("DELETE FROM log_topics WHERE name = %s RETURNING id", (topic,))
                 row = cursor.fetchone()
                 if row is not None:
-                    cursor.execute("DELETE FROM log_events WHERE topic_id = %s", (row[0],))
+                    cursor.execute("DELETE FROM log_chunks WHERE topic_id = %s", (row[0],))
         except psycopg2.Error as error:
             raise log_error(error) from error
 
@@ -193,6 +205,8 @@ class PostgresEngine(StorageEngine):
         batches = {partition: payloads for partition, payloads in batches.items() if payloads}
         if not batches:
             return {}
+        if any(b"\n" in payload for payloads in batches.values() for payload in payloads):
+            raise ValueError("a payload holds a line break: stored events are compact JSON")
         for attempt in range(2):
             # A cached id can be stale when the topic was deleted and created again.
             topic_id = self._topic_id(topic, refresh=attempt > 0)
@@ -208,27 +222,35 @@ class PostgresEngine(StorageEngine):
 
     def _read_many(self, topic_id: int, positions: dict[int, int], limit: int
                    ) -> list[StoredEvent]:
-        """Up to ``limit`` events after the positions, partitions in the dict's order.
+        """The events after the positions, partitions in the dict's order, in whole chunks:
+        about ``limit``, up to a chunk more per partition.
 
         One UNION ALL statement with an outer LIMIT: PostgreSQL stops reading
         partitions once it has enough. When nothing comes back, a position may
         lie inside a purged prefix; such positions move up to the oldest event."""
+        share = max(1, limit // len(positions))
         for attempt in range(2):
             query = " UNION ALL ".join([f"({READ_RANGE})"] * len(positions)) + " LIMIT %s"
             params: list = []
             for partition, after in positions.items():
-                params += [partition, topic_id, partition, after, after + limit]
+                params += [partition, topic_id, partition, after,
+                           after + share + CHUNK_EVENTS, after + share]
             rows = self._query(query, [*params, limit], text_as_bytes=True)
             if rows or attempt:
                 break
             moved = False
-            for partition, oldest in self._query(OLDEST, (list(positions), topic_id)):
+            for partition, oldest in self._query(OLDEST, (topic_id, list(positions))):
                 if oldest is not None and oldest - 1 > positions[partition]:
                     positions[partition] = oldest - 1
                     moved = True
             if not moved:
                 break
-        return list(map(stored_event, rows))
+        events: list[StoredEvent] = []
+        for partition, first, payloads in rows:
+            skip = max(0, positions[partition] + 1 - first)
+            lines = payloads.split(b"\n")[skip:]
+            events += map(stored_event, zip(repeat(partition), count(first + skip), lines))
+        return events
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
         topic_id = self._topic_id(topic)
@@ -266,9 +288,10 @@ class PostgresEngine(StorageEngine):
     def purge_expired(self) -> int:
         """Delete the events older than their topic's retention time; returns how many.
 
-        Offsets grow with append time, so in each partition the expired events
+        Offsets grow with append time, so in each partition the expired chunks
         are a prefix; a binary search over the offset index finds where it ends
-        without scanning the partition."""
+        without scanning the partition. A chunk goes when its events expired,
+        all appended at once."""
         removed = 0
         partitions = self._query(
             "SELECT t.id, p.partition, now() - t.retention_ms * interval '1 millisecond'"
@@ -276,21 +299,24 @@ class PostgresEngine(StorageEngine):
         for topic_id, partition, cutoff in partitions:
             last_expired = self._last_offset_before(topic_id, partition, cutoff)
             while last_expired is not None:
-                deleted = self._query(
-                    "WITH gone AS (DELETE FROM log_events WHERE (topic_id, partition, event_offset)"
-                    " IN (SELECT topic_id, partition, event_offset FROM log_events"
-                    "     WHERE topic_id = %s AND partition = %s AND event_offset <= %s"
-                    "     ORDER BY event_offset LIMIT %s) RETURNING 1) SELECT count(*) FROM gone",
-                    (topic_id, partition, last_expired, PURGE_CHUNK))[0][0]
-                removed += deleted
-                if deleted < PURGE_CHUNK:
+                chunks, events = self._query(
+                    "WITH gone AS (DELETE FROM log_chunks WHERE (topic_id, partition, last_offset)"
+                    " IN (SELECT topic_id, partition, last_offset FROM log_chunks"
+                    "     WHERE topic_id = %s AND partition = %s AND last_offset <= %s"
+                    "     ORDER BY last_offset LIMIT %s)"
+                    " RETURNING last_offset - first_offset + 1 AS events)"
+                    " SELECT count(*), coalesce(sum(events), 0) FROM gone",
+                    (topic_id, partition, last_expired, PURGE_CHUNKS))[0]
+                removed += events
+                if chunks < PURGE_CHUNKS:
                     break
         return removed
 
     def _last_offset_before(self, topic_id: int, partition: int, cutoff: datetime
                             ) -> int | None:
+        """The last offset of the newest chunk appended before ``cutoff``, if any."""
         rows = self._query(
-            "SELECT min(event_offset), max(event_offset) FROM log_events"
+            "SELECT min(last_offset), max(last_offset) FROM log_chunks"
             " WHERE topic_id = %s AND partition = %s", (topic_id, partition))
         low, high = rows[0]
         if low is None:
@@ -298,11 +324,11 @@ class PostgresEngine(StorageEngine):
         found = None
         while low <= high:
             middle = (low + high) // 2
-            # The first event at or after `middle` (offsets may have holes after a purge).
+            # The first chunk ending at or after `middle` (chunks span several offsets).
             row = self._query(
-                "SELECT event_offset, appended_at < %s FROM log_events"
-                " WHERE topic_id = %s AND partition = %s AND event_offset >= %s"
-                " ORDER BY event_offset LIMIT 1", (cutoff, topic_id, partition, middle))
+                "SELECT last_offset, appended_at < %s FROM log_chunks"
+                " WHERE topic_id = %s AND partition = %s AND last_offset >= %s"
+                " ORDER BY last_offset LIMIT 1", (cutoff, topic_id, partition, middle))
             offset, expired = row[0]
             if expired:
                 found, low = offset, offset + 1
@@ -317,6 +343,8 @@ class PostgresEngine(StorageEngine):
 
 class PostgresReader:
     """Reads several partitions of one topic, round-robin so none starves.
+
+    A read brings whole chunks; what a poll does not take waits for the next.
 
     Its waiter stays registered from the first poll to ``close``: once a read
     found nothing more, the reader queries again only when an append to the
@@ -333,10 +361,13 @@ class PostgresReader:
         self._closed = False
         self._appended: gevent.event.Event | None = None
         self._caught_up = False
+        self._unserved: list[StoredEvent] = []  # read, in order, not yet polled
 
     def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
         if self._closed or not self._order:
             return []
+        if self._unserved:
+            return self._serve(max_events)
         if self._appended is None:
             self._appended = self._engine._watch.waiter(self._topic_id)
             # A stream starting at the end, just read by ``bounds``, needs no first read.
@@ -361,18 +392,27 @@ class PostgresReader:
         assert self._appended is not None
         self._appended.clear()  # before reading: an append from now on sets it again
         ordered = {p: self._positions[p] for p in self._order}
-        events = self._engine._read_many(self._topic_id, ordered, max_events)
+        self._unserved = self._engine._read_many(self._topic_id, ordered, max_events)
         self._positions.update(ordered)  # skips over a purged prefix stick
-        for event in events:
+        for event in self._unserved:
             self._positions[event.partition] = event.offset
         # Only an empty read says so: a short one may have stopped at a purged prefix.
-        self._caught_up = not events
+        self._caught_up = not self._unserved
         # The next poll starts with the partition after the first one served now.
         self._order = self._order[1:] + self._order[:1]
+        return self._serve(max_events)
+
+    def _serve(self, max_events: int) -> list[StoredEvent]:
+        if len(self._unserved) <= max_events:
+            events, self._unserved = self._unserved, []
+        else:
+            events = self._unserved[:max_events]
+            del self._unserved[:max_events]
         return events
 
     def close(self) -> None:
         self._closed = True
+        self._unserved = []
         if self._appended is not None:
             self._engine._watch.forget(self._topic_id, self._appended)
             self._appended = None

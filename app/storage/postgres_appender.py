@@ -16,7 +16,7 @@ own, so one bad append (a deleted topic, say) fails only its own caller.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import gevent
@@ -28,6 +28,10 @@ from app.repository.database import ConnectionPool
 CHANNEL = "nakadi_log"
 WRITERS = 2
 MAX_APPENDS_PER_TRANSACTION = 500
+# A chunk holds at most CHUNK_EVENTS events (log_chunks checks it: readers rely on it to
+# bound their index ranges), and grows past CHUNK_BYTES only by its first event.
+CHUNK_EVENTS = 1000
+CHUNK_BYTES = 256 << 10
 
 log = logging.getLogger(__name__)
 
@@ -36,23 +40,25 @@ log = logging.getLogger(__name__)
 # server runs it and flushes the commit (a BEGIN, a statement and a COMMIT would
 # hold them for three round trips through a busy worker).
 #
-# Payloads come in (topic, partition) order; counts say how many each partition
-# has, so an event's partition and position follow from its ordinal. Partitions
-# are locked in ascending order first, so concurrent appends that share
-# partitions cannot deadlock. A partition that does not exist has no counter:
-# its events get a NULL offset, which log_events refuses, failing the whole
-# statement (every partition or none). Payloads (UTF-8 JSON) travel as text:
-# bytea literals are hex, twice the size for the server to parse.
+# Each (topic, partition) comes as one or more chunks in order: a count and the
+# events' JSON one per line. Partitions are locked in ascending order first, so
+# concurrent appends that share partitions cannot deadlock. A partition that does
+# not exist has no counter: its chunks get a NULL offset, which log_chunks
+# refuses, failing the whole statement (every partition or none).
 #
 # The statement is prepared once per connection (parsing and planning it cost
 # about as much server time as running it for one event); LISTEN already ties
 # the engine to session pooling, so prepared statements add no constraint.
 PREPARE_APPEND = """
-PREPARE nakadi_append (bigint[], integer[], bigint[], text[], text) AS
-WITH wanted AS (
-    SELECT topic_id, partition, count,
-           sum(count) OVER (ORDER BY ordinal) - count AS first_ordinal
-    FROM unnest($1, $2, $3) WITH ORDINALITY AS w (topic_id, partition, count, ordinal)
+PREPARE nakadi_append_chunks (bigint[], integer[], bigint[], text[], text) AS
+WITH chunks AS (
+    SELECT topic_id, partition, count, payloads,
+           (sum(count) OVER (PARTITION BY topic_id, partition ORDER BY ordinal))::bigint - count
+               AS skip
+    FROM unnest($1, $2, $3, $4) WITH ORDINALITY AS c (topic_id, partition, count, payloads, ordinal)
+), wanted AS (
+    SELECT topic_id, partition, sum(count)::bigint AS count FROM chunks
+    GROUP BY topic_id, partition
 ), locked AS MATERIALIZED (
     SELECT p.topic_id, p.partition FROM log_partitions p
     JOIN wanted w ON p.topic_id = w.topic_id AND p.partition = w.partition
@@ -63,17 +69,31 @@ WITH wanted AS (
     WHERE p.topic_id = w.topic_id AND p.partition = w.partition
     RETURNING p.topic_id, p.partition, p.next_offset - w.count AS first_offset
 ), appended AS (
-    INSERT INTO log_events (topic_id, partition, event_offset, payload)
-    SELECT w.topic_id, w.partition, c.first_offset + e.ordinal - 1 - w.first_ordinal,
-           convert_to(e.payload, 'UTF8')
-    FROM unnest($4) WITH ORDINALITY AS e (payload, ordinal)
-    JOIN wanted w ON e.ordinal > w.first_ordinal AND e.ordinal <= w.first_ordinal + w.count
-    LEFT JOIN counters c ON c.topic_id = w.topic_id AND c.partition = w.partition
+    INSERT INTO log_chunks (topic_id, partition, first_offset, last_offset, payloads)
+    SELECT c.topic_id, c.partition, n.first_offset + c.skip,
+           n.first_offset + c.skip + c.count - 1, c.payloads
+    FROM chunks c LEFT JOIN counters n ON n.topic_id = c.topic_id AND n.partition = c.partition
 )
 SELECT topic_id, partition, first_offset, pg_notify($5, topic_id::text) FROM counters
 """
 
-APPEND = "EXECUTE nakadi_append (%(topics)s, %(partitions)s, %(counts)s, %(payloads)s, %(channel)s)"
+APPEND = ("EXECUTE nakadi_append_chunks"
+          " (%(topics)s, %(partitions)s, %(counts)s, %(payloads)s, %(channel)s)")
+
+
+def chunked(payloads: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
+    """The payloads of one partition in consecutive chunks that CHUNK_EVENTS and
+    CHUNK_BYTES bound."""
+    if len(payloads) <= CHUNK_EVENTS and sum(map(len, payloads)) <= CHUNK_BYTES:
+        yield payloads  # every batch but the largest
+        return
+    start = size = 0
+    for index, payload in enumerate(payloads):
+        if index > start and (index - start == CHUNK_EVENTS or size + len(payload) > CHUNK_BYTES):
+            yield payloads[start:index]
+            start, size = index, 0
+        size += len(payload)
+    yield payloads[start:]
 
 
 class MissingPartitions(Exception):
@@ -155,14 +175,15 @@ class GroupAppender:
                 start[partition] = len(events)
                 events.extend(payloads)
             starts.append(start)
-        keys = sorted(merged)
-        params = {
-            "topics": [topic for topic, _ in keys],
-            "partitions": [partition for _, partition in keys],
-            "counts": [len(merged[key]) for key in keys],
-            "payloads": [p.decode() for key in keys for p in merged[key]],
-            "channel": CHANNEL,
-        }
+        topics, partitions, counts, chunks = [], [], [], []
+        for (topic, partition), events in sorted(merged.items()):
+            for chunk in chunked(events):
+                topics.append(topic)
+                partitions.append(partition)
+                counts.append(len(chunk))
+                chunks.append(b"\n".join(chunk).decode())
+        params = {"topics": topics, "partitions": partitions, "counts": counts,
+                  "payloads": chunks, "channel": CHANNEL}
         with self._pool.connection() as conn:
             conn.autocommit = True
             try:

@@ -215,13 +215,13 @@ def test_storage_failure_is_a_207_with_failed_items(base_url, pool, event_types)
     pool.execute(
         "CREATE FUNCTION refuse_append() RETURNS trigger LANGUAGE plpgsql AS"
         " $$ BEGIN RAISE EXCEPTION 'disk on fire'; END $$;"
-        "CREATE TRIGGER refuse_append BEFORE INSERT ON log_events FOR EACH ROW"
+        "CREATE TRIGGER refuse_append BEFORE INSERT ON log_chunks FOR EACH ROW"
         f" WHEN (NEW.topic_id = {int(topic_id)}) EXECUTE FUNCTION refuse_append()")
     try:
         sent = [business_event(n) for n in range(3)]
         response = post(base_url, name, sent)
     finally:
-        pool.execute("DROP TRIGGER refuse_append ON log_events; DROP FUNCTION refuse_append()")
+        pool.execute("DROP TRIGGER refuse_append ON log_chunks; DROP FUNCTION refuse_append()")
     assert response.status_code == 207
     items = response.json()
     assert [(i["eid"], i["publishing_status"], i["step"]) for i in items] == [

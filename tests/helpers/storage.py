@@ -39,8 +39,14 @@ def all_stored(pool, name: str) -> list[dict]:
 
 
 def expire(pool, name: str, partition: int, below: int) -> None:
-    """Remove a partition's events before an engine offset, as retention does (postgres)."""
+    """Remove a partition's events before an engine offset, as retention does (postgres;
+    retention removes whole chunks, this trims the one that straddles ``below``)."""
+    topic = event_type_with_timelines(pool, name)[1].active.topic
+    where = ("topic_id = (SELECT id FROM log_topics WHERE name = %(topic)s)"
+             " AND partition = %(partition)s")
+    values = {"topic": topic, "partition": partition, "below": below}
+    pool.execute(f"DELETE FROM log_chunks WHERE {where} AND last_offset < %(below)s", values)
     pool.execute(
-        "DELETE FROM log_events WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)"
-        " AND partition = %s AND event_offset < %s",
-        (event_type_with_timelines(pool, name)[1].active.topic, partition, below))
+        "UPDATE log_chunks SET first_offset = %(below)s, payloads = array_to_string("
+        "(string_to_array(payloads, E'\\n'))[%(below)s - first_offset + 1:], E'\\n')"
+        f" WHERE {where} AND first_offset < %(below)s", values)

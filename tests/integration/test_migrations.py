@@ -39,3 +39,59 @@ def test_a_database_that_cannot_store_every_character_is_refused(settings):
         with admin.cursor() as cursor:
             cursor.execute(f"DROP DATABASE IF EXISTS {name}")
         admin.close()
+
+
+@pytest.fixture
+def empty_database(settings):
+    """The URL of a new, empty database, dropped afterwards."""
+    name = f"empty_{uuid.uuid4().hex[:8]}"
+    admin = psycopg2.connect(settings.database_url)
+    admin.autocommit = True
+    with admin.cursor() as cursor:
+        cursor.execute(f"CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0")
+    try:
+        yield settings.database_url.rsplit("/", 1)[0] + "/" + name
+    finally:
+        with admin.cursor() as cursor:
+            cursor.execute(f"DROP DATABASE IF EXISTS {name}")
+        admin.close()
+
+
+def test_events_stored_a_row_each_become_chunks_with_their_offsets(empty_database,
+                                                                    monkeypatch):
+    from app.repository.database import ConnectionPool
+    from app.storage.engine import BEFORE_FIRST
+    from app.storage.postgres import PostgresEngine
+
+    conn = psycopg2.connect(empty_database)
+    try:
+        before_chunks = [m for m in available_migrations() if m[1] != "log_chunks"]
+        monkeypatch.setattr("sql.migrate.available_migrations", lambda: before_chunks)
+        migrate(conn)
+        with conn, conn.cursor() as cursor:
+            cursor.execute("INSERT INTO log_topics (name, partitions, retention_ms)"
+                           " VALUES ('old', 1, 60000) RETURNING id")
+            [(topic_id,)] = cursor.fetchall()
+            cursor.execute("INSERT INTO log_partitions VALUES (%s, 0, 5)", (topic_id,))
+            # Offsets 0..2 were purged; one payload has a line break between its tokens.
+            cursor.executemany(
+                "INSERT INTO log_events (topic_id, partition, event_offset, payload)"
+                " VALUES (%s, 0, %s, %s)",
+                [(topic_id, 3, b'{"n":3}'), (topic_id, 4, b'{"n":\n4}')])
+        monkeypatch.undo()
+        assert migrate(conn) == ["008_log_chunks"]
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('log_events')")
+            assert cursor.fetchone() == (None,)
+    finally:
+        conn.close()
+
+    pool = ConnectionPool(empty_database, 2)
+    engine = PostgresEngine(pool)
+    try:
+        assert [(e.offset, e.payload) for e in engine.read("old", 0, BEFORE_FIRST, 10)] == \
+            [(3, b'{"n":3}'), (4, b'{"n": 4}')]
+        assert engine.append("old", 0, [b'{"n":5}']) == [5]
+    finally:
+        engine.close()
+        pool.close()

@@ -12,9 +12,9 @@ def test_purge_removes_only_events_older_than_retention(postgres_engine, pool):
         postgres_engine.append(topic, 1, [b'{"new": 1}'])
         # Age the first 25 events of partition 0 past the retention time.
         pool.execute(
-            "UPDATE log_events SET appended_at = now() - interval '2 minutes'"
+            "UPDATE log_chunks SET appended_at = now() - interval '2 minutes'"
             " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)"
-            " AND partition = 0 AND event_offset < 25", (topic,))
+            " AND partition = 0 AND last_offset < 25", (topic,))
         assert postgres_engine.purge_expired() >= 25
         assert postgres_engine.bounds(topic) == [
             PartitionBounds(0, 25, 29), PartitionBounds(1, 0, 0)]
@@ -32,7 +32,7 @@ def test_a_fully_expired_partition_reports_empty_bounds_after_its_last_offset(
     try:
         postgres_engine.append(topic, 0, [b"{}"] * 3)
         pool.execute(
-            "UPDATE log_events SET appended_at = now() - interval '2 minutes'"
+            "UPDATE log_chunks SET appended_at = now() - interval '2 minutes'"
             " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
         postgres_engine.purge_expired()
         assert postgres_engine.bounds(topic) == [PartitionBounds(0, 3, 2)]
@@ -50,7 +50,7 @@ def test_purge_runs_in_one_process_at_a_time(settings, postgres_engine, pool):
     try:
         postgres_engine.append(topic, 0, [b"{}"] * 2)
         pool.execute(
-            "UPDATE log_events SET appended_at = now() - interval '2 minutes'"
+            "UPDATE log_chunks SET appended_at = now() - interval '2 minutes'"
             " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
         with pool.connection() as holder, holder.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))

@@ -1,0 +1,63 @@
+"""The postgres engine stores an append's events in chunks of consecutive offsets: reads
+from any offset, through any poll size, give every event once, in order."""
+
+from __future__ import annotations
+
+import pytest
+
+from app.storage.engine import BEFORE_FIRST
+from app.storage.postgres_appender import CHUNK_BYTES, CHUNK_EVENTS
+
+
+def chunks(pool, topic: str) -> list[tuple[int, int, int]]:
+    return [tuple(row) for row in pool.fetch_all(
+        "SELECT partition, first_offset, last_offset FROM log_chunks"
+        " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)"
+        " ORDER BY partition, last_offset", (topic,))]
+
+
+def test_a_large_append_is_split_into_bounded_chunks(postgres_engine, postgres_topic, pool):
+    payloads = [b'{"n":%d}' % n for n in range(2 * CHUNK_EVENTS + 500)]
+    assert postgres_engine.append(postgres_topic, 0, payloads) == list(range(len(payloads)))
+    assert chunks(pool, postgres_topic) == [
+        (0, 0, CHUNK_EVENTS - 1), (0, CHUNK_EVENTS, 2 * CHUNK_EVENTS - 1),
+        (0, 2 * CHUNK_EVENTS, 2 * CHUNK_EVENTS + 499)]
+
+    big = [b'{"pad":"%s"}' % (b"x" * (CHUNK_BYTES // 2 - 20)) for _ in range(5)]
+    postgres_engine.append(postgres_topic, 1, big)
+    assert [last - first + 1 for p, first, last in chunks(pool, postgres_topic) if p == 1] \
+        == [2, 2, 1]
+
+
+@pytest.mark.parametrize("after", [BEFORE_FIRST, 0, 998, 999, 1000, 1500, 2498])
+def test_a_read_starts_at_any_offset_inside_a_chunk(postgres_engine, postgres_topic, after):
+    payloads = [b'{"n":%d}' % n for n in range(2500)]
+    postgres_engine.append(postgres_topic, 0, payloads)
+    events = postgres_engine.read(postgres_topic, 0, after, 1200)
+    start = after + 1
+    assert [(e.offset, e.payload) for e in events] == \
+        [(n, payloads[n]) for n in range(start, min(start + 1200, 2500))]
+
+
+def test_small_polls_over_large_chunks_give_every_event_once_in_order(postgres_engine,
+                                                                      postgres_topic):
+    for partition in (0, 1):
+        postgres_engine.append(postgres_topic, partition,
+                               [b'{"p":%d,"n":%d}' % (partition, n) for n in range(1700)])
+    reader = postgres_engine.reader(postgres_topic, {0: 99, 1: BEFORE_FIRST})
+    seen: dict[int, list[int]] = {0: [], 1: []}
+    try:
+        while batch := reader.poll(333, timeout=0.5):
+            assert len(batch) <= 333
+            for event in batch:
+                seen[event.partition].append(event.offset)
+    finally:
+        reader.close()
+    assert seen == {0: list(range(100, 1700)), 1: list(range(1700))}
+
+
+def test_a_payload_with_a_line_break_is_refused_and_nothing_is_stored(postgres_engine,
+                                                                     postgres_topic, pool):
+    with pytest.raises(ValueError, match="line break"):
+        postgres_engine.append_many(postgres_topic, {0: [b'{"a":1}'], 1: [b'{\n"a":2}']})
+    assert chunks(pool, postgres_topic) == []
