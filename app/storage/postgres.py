@@ -223,7 +223,8 @@ class PostgresEngine(StorageEngine):
     def _read_many(self, topic_id: int, positions: dict[int, int], limit: int
                    ) -> list[StoredEvent]:
         """The events after the positions, partitions in the dict's order, in whole chunks:
-        about ``limit``, up to a chunk more per partition.
+        about ``limit``, up to a chunk more per partition. Each position moves to the last
+        event read.
 
         One UNION ALL statement with an outer LIMIT: PostgreSQL stops reading
         partitions once it has enough. When nothing comes back, a position may
@@ -250,6 +251,7 @@ class PostgresEngine(StorageEngine):
             skip = max(0, positions[partition] + 1 - first)
             lines = payloads.split(b"\n")[skip:]
             events += map(stored_event, zip(repeat(partition), count(first + skip), lines))
+            positions[partition] = first + skip + len(lines) - 1
         return events
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
@@ -393,9 +395,7 @@ class PostgresReader:
         self._appended.clear()  # before reading: an append from now on sets it again
         ordered = {p: self._positions[p] for p in self._order}
         self._unserved = self._engine._read_many(self._topic_id, ordered, max_events)
-        self._positions.update(ordered)  # skips over a purged prefix stick
-        for event in self._unserved:
-            self._positions[event.partition] = event.offset
+        self._positions.update(ordered)
         # Only an empty read says so: a short one may have stopped at a purged prefix.
         self._caught_up = not self._unserved
         # The next poll starts with the partition after the first one served now.
