@@ -13,11 +13,11 @@ from collections.abc import Callable, Mapping
 
 from app.domain.timeline import Timelines
 from app.storage.engine import (
+    EventRun,
     PartitionBounds,
     StorageEngine,
     StoredEvent,
     StreamReader,
-    partition_runs,
 )
 
 EngineFor = Callable[[str], StorageEngine]
@@ -91,7 +91,7 @@ class TimelinesReader:
             self._timelines = newer
             self._place()
 
-    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
+    def poll(self, max_events: int, timeout: float) -> list[EventRun]:
         self.follow()
         active_index = len(self._timelines.items) - 1
         closed = sorted(index for index in self._readers if index != active_index)
@@ -111,32 +111,32 @@ class TimelinesReader:
         for reader in readers.values():
             reader.close()
 
-    def _take(self, index: int, events: list[StoredEvent]) -> list[StoredEvent]:
-        """The events as positions; partitions that reached the end of a closed
-        timeline move on to the next. Readers give each partition's events in
-        offset order."""
+    def _take(self, index: int, runs: list[EventRun]) -> list[EventRun]:
+        """The runs in positions; partitions that reached the end of a closed timeline
+        move on to the next. Readers give each partition's events in offset order."""
         timelines = self._timelines
-        taken: list[StoredEvent] = []
+        taken: list[EventRun] = []
         done = False
-        for p, run in partition_runs(events):
+        for run in runs:
+            p = run.partition
             if self._placed.get(p) != index:
                 continue  # not read in this timeline
             start, end = timelines.start_of(index, p), timelines.end_of(index, p)
-            first, last = run[0].offset, run[-1].offset
-            if start == 0 and end is None and first > self._positions[p] \
-                    and last - first == len(run) - 1:
+            first, last = start + run.first, start + run.last
+            if start == 0 and end is None and first > self._positions[p]:
                 # The usual run: the open timeline, where offsets are positions, read on
-                # without a gap from where it was. It serves as it is.
-                taken += run
+                # from where it was. It serves as it is.
+                taken.append(run)
                 self._positions[p] = last
                 continue
-            for event in run:
-                position = start + event.offset
-                if (end is not None and position > end) or position <= self._positions[p]:
-                    continue
-                taken.append(event if start == 0 else StoredEvent(p, position, event.payload))
-                self._positions[p] = position
-                done = done or (end is not None and position >= end)
+            # Leave out what was taken before and what lies past the timeline's end.
+            low = max(first, self._positions[p] + 1)
+            high = last if end is None else min(last, end)
+            if low > high:
+                continue
+            taken.append(EventRun(p, low, run.payloads[low - first:high - first + 1]))
+            self._positions[p] = high
+            done = done or high == end
         if done:
             self._place()
         return taken

@@ -12,11 +12,8 @@ Every method may be called from any greenlet: engines keep blocking work
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import partial
-from itertools import groupby
-from operator import attrgetter
 from time import monotonic
 from typing import NamedTuple, Protocol
 
@@ -42,28 +39,51 @@ class TopicNotFound(StorageError):
 
 
 class StoredEvent(NamedTuple):
-    """One event as stored: its partition, its offset and its payload bytes. A named
-    tuple: readers make one per event, and a tuple is made several times faster
-    than a frozen dataclass."""
+    """One event as stored: its partition, its offset and its payload bytes."""
 
     partition: int
     offset: int
     payload: bytes
 
 
-stored_event: Callable[[tuple[int, int, bytes]], StoredEvent] = partial(tuple.__new__,
-                                                                         StoredEvent)
-"""A (partition, offset, payload) tuple as a ``StoredEvent``, made as the tuple it is:
-114 ns an event, against 164 for ``_make`` and 208 for the constructor."""
 
-_PARTITION = attrgetter("partition")
+class EventRun(NamedTuple):
+    """Events of one partition at consecutive offsets, as readers give them: the offset
+    of the first and the payloads. Streams take events a run at a time, so what they
+    cost per event is the payload alone."""
+
+    partition: int
+    first: int
+    payloads: list[bytes]
+
+    @property
+    def last(self) -> int:
+        return self.first + len(self.payloads) - 1
 
 
-def partition_runs(events: Iterable[StoredEvent]) -> Iterator[tuple[int, list[StoredEvent]]]:
-    """The events in runs of one partition each, in their order: a poll gives each
-    partition's events together, so streams take them a run at a time."""
-    for partition, run in groupby(events, key=_PARTITION):
-        yield partition, list(run)
+def count_events(runs: Iterable[EventRun]) -> int:
+    return sum(len(run.payloads) for run in runs)
+
+
+def split_runs(runs: list[EventRun], count: int) -> tuple[list[EventRun], list[EventRun]]:
+    """The first ``count`` events of the runs, and the rest, both as runs in order."""
+    taken: list[EventRun] = []
+    for index, run in enumerate(runs):
+        if count <= 0:
+            return taken, runs[index:]
+        if len(run.payloads) > count:
+            head = EventRun(run.partition, run.first, run.payloads[:count])
+            tail = EventRun(run.partition, run.first + count, run.payloads[count:])
+            return [*taken, head], [tail, *runs[index + 1:]]
+        taken.append(run)
+        count -= len(run.payloads)
+    return taken, []
+
+
+def stored_events(runs: Iterable[EventRun]) -> list[StoredEvent]:
+    """The runs' events one by one, for callers that look at a few."""
+    return [StoredEvent(run.partition, run.first + index, payload)
+            for run in runs for index, payload in enumerate(run.payloads)]
 
 
 @dataclass(frozen=True)
@@ -83,9 +103,9 @@ class PartitionBounds:
 class StreamReader(Protocol):
     """Reads events from several partitions of one topic, each after a position."""
 
-    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
-        """Return up to ``max_events`` new events, waiting up to ``timeout`` seconds
-        for the first one. Returns an empty list when nothing arrived in time.
+    def poll(self, max_events: int, timeout: float) -> list[EventRun]:
+        """Return up to ``max_events`` new events in runs, waiting up to ``timeout``
+        seconds for the first one. Returns an empty list when nothing arrived in time.
         Events of one partition come in offset order; each call continues where
         the previous one stopped."""
         ...
@@ -150,8 +170,8 @@ class StorageEngine(ABC):
                     remaining = deadline - monotonic()
                     if events or remaining <= 0:
                         break
-                    return reader.poll(limit, remaining)
-                batch = reader.poll(limit - len(events), READ_TIMEOUT_S)
+                    return stored_events(reader.poll(limit, remaining))
+                batch = stored_events(reader.poll(limit - len(events), READ_TIMEOUT_S))
                 if not batch:
                     raise StorageError(
                         f"{topic}/{partition}: events up to offset {available.newest}"

@@ -16,7 +16,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from datetime import datetime
-from itertools import count, repeat
 
 import gevent
 import gevent.event
@@ -26,13 +25,13 @@ from app.dependencies import first_line, is_database_outage
 from app.repository.database import ConnectionPool, Params
 from app.repository.notifications import Listener
 from app.storage.engine import (
+    EventRun,
     PartitionBounds,
     StorageEngine,
     StorageError,
     StorageUnavailable,
-    StoredEvent,
     TopicNotFound,
-    stored_event,
+    split_runs,
 )
 from app.storage.postgres_appender import (
     CHANNEL,
@@ -221,7 +220,7 @@ class PostgresEngine(StorageEngine):
         raise TopicNotFound(f"{topic} lacks one of the partitions {sorted(batches)}")
 
     def _read_many(self, topic_id: int, positions: dict[int, int], limit: int
-                   ) -> list[StoredEvent]:
+                   ) -> list[EventRun]:
         """The events after the positions, partitions in the dict's order, in whole chunks:
         about ``limit``, up to a chunk more per partition. Each position moves to the last
         event read.
@@ -246,13 +245,13 @@ class PostgresEngine(StorageEngine):
                     moved = True
             if not moved:
                 break
-        events: list[StoredEvent] = []
+        runs = []
         for partition, first, payloads in rows:
             skip = max(0, positions[partition] + 1 - first)
-            lines = payloads.split(b"\n")[skip:]
-            events += map(stored_event, zip(repeat(partition), count(first + skip), lines))
-            positions[partition] = first + skip + len(lines) - 1
-        return events
+            run = EventRun(partition, first + skip, payloads.split(b"\n")[skip:])
+            positions[partition] = run.last
+            runs.append(run)
+        return runs
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
         topic_id = self._topic_id(topic)
@@ -363,9 +362,9 @@ class PostgresReader:
         self._closed = False
         self._appended: gevent.event.Event | None = None
         self._caught_up = False
-        self._unserved: list[StoredEvent] = []  # read, in order, not yet polled
+        self._unserved: list[EventRun] = []  # read, in order, not yet polled
 
-    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
+    def poll(self, max_events: int, timeout: float) -> list[EventRun]:
         if self._closed or not self._order:
             return []
         if self._unserved:
@@ -390,7 +389,7 @@ class PostgresReader:
             else:  # appends go unheard: look again after a while
                 gevent.sleep(min(remaining, 1.0))
 
-    def _fetch(self, max_events: int) -> list[StoredEvent]:
+    def _fetch(self, max_events: int) -> list[EventRun]:
         assert self._appended is not None
         self._appended.clear()  # before reading: an append from now on sets it again
         ordered = {p: self._positions[p] for p in self._order}
@@ -402,13 +401,9 @@ class PostgresReader:
         self._order = self._order[1:] + self._order[:1]
         return self._serve(max_events)
 
-    def _serve(self, max_events: int) -> list[StoredEvent]:
-        if len(self._unserved) <= max_events:
-            events, self._unserved = self._unserved, []
-        else:
-            events = self._unserved[:max_events]
-            del self._unserved[:max_events]
-        return events
+    def _serve(self, max_events: int) -> list[EventRun]:
+        runs, self._unserved = split_runs(self._unserved, max_events)
+        return runs
 
     def close(self) -> None:
         self._closed = True

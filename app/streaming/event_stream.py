@@ -24,7 +24,7 @@ from app.coordination.stream_slots import StreamSlots, claim_slots
 from app.cursors import client_cursor
 from app.domain.timeline import Timelines
 from app.storage.across_timelines import EngineFor, TimelinesReader
-from app.storage.engine import StorageError, StreamReader, partition_runs
+from app.storage.engine import StorageError, StreamReader
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.limits import StreamLimits
@@ -87,9 +87,8 @@ class EventStream:
             wait = max(0.0, min(batcher.next_due(), self._ends_at, now + CHECK_INTERVAL_S) - now)
             capacity = batcher.room() - batcher.buffered()
             if capacity > 0:
-                events = self._reader.poll(min(capacity, MAX_POLL_EVENTS), wait)
-                for partition, run in partition_runs(events):
-                    batcher.take(partition, [event.payload for event in run])
+                for run in self._reader.poll(min(capacity, MAX_POLL_EVENTS), wait):
+                    batcher.take(run.partition, run.payloads)
             else:  # full until a batch is due: only time can change that
                 gevent.sleep(wait)
             yield from self._lines(batcher.full_batches())

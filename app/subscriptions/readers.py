@@ -20,7 +20,7 @@ import gevent.event
 
 from app.domain.topology import PartitionKey
 from app.storage.across_timelines import TimelinesReader
-from app.storage.engine import StorageEngine, StorageError, StoredEvent
+from app.storage.engine import EventRun, StorageEngine, StorageError, count_events, split_runs
 from app.subscriptions.partitions import SubscriptionPartitions
 
 POLL_WAIT_S = 1.0
@@ -30,32 +30,33 @@ log = logging.getLogger(__name__)
 
 
 class Inbox:
-    """Events read and not yet taken by the stream: (event type, events of one poll)."""
+    """Events read and not yet taken by the stream: (event type, runs of one poll)."""
 
     def __init__(self) -> None:
-        self._polls: deque[tuple[str, list[StoredEvent]]] = deque()
+        self._polls: deque[tuple[str, list[EventRun]]] = deque()
         self._size = 0
 
     def __len__(self) -> int:
         return self._size
 
-    def put(self, event_type: str, events: list[StoredEvent]) -> None:
-        self._polls.append((event_type, events))
-        self._size += len(events)
+    def put(self, event_type: str, runs: list[EventRun]) -> None:
+        self._polls.append((event_type, runs))
+        self._size += count_events(runs)
 
-    def take(self, count: int) -> list[tuple[str, list[StoredEvent]]]:
+    def take(self, count: int) -> list[tuple[str, list[EventRun]]]:
         """Up to ``count`` of the oldest events, in the order they were read."""
         taken = []
         while self._polls and count > 0:
-            event_type, events = self._polls[0]
-            if len(events) > count:
-                self._polls[0] = (event_type, events[count:])
-                events = events[:count]
+            event_type, runs = self._polls[0]
+            runs, rest = split_runs(runs, count)
+            if rest:
+                self._polls[0] = (event_type, rest)
             else:
                 self._polls.popleft()
-            taken.append((event_type, events))
-            self._size -= len(events)
-            count -= len(events)
+            taken.append((event_type, runs))
+            events = count_events(runs)
+            self._size -= events
+            count -= events
         return taken
 
     def clear(self) -> None:
@@ -142,9 +143,9 @@ class PartitionReaders:
                     if not self._demand.wait(POLL_WAIT_S):
                         pump.reader.follow()  # paused: still leave cleaned-up timelines
                     continue
-                events = pump.reader.poll(min(room, MAX_POLL_EVENTS), POLL_WAIT_S)
-                if events and not pump.stopped:
-                    self.inbox.put(event_type, events)
+                runs = pump.reader.poll(min(room, MAX_POLL_EVENTS), POLL_WAIT_S)
+                if runs and not pump.stopped:
+                    self.inbox.put(event_type, runs)
                     self._wake.set()
                     # Make way: a poll that found its events fetched already (kafka)
                     # never waits, and the stream sends only while the pump waits.

@@ -46,7 +46,7 @@ from app.coordination.subscription_state import (
 )
 from app.domain.subscription import Subscription
 from app.domain.topology import PartitionKey, Session, Topology, key_order
-from app.storage.engine import StorageEngine, StorageError, TopicNotFound, partition_runs
+from app.storage.engine import StorageEngine, StorageError, TopicNotFound
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.lines import batch_line
@@ -285,25 +285,21 @@ class SubscriptionStream:
             self._batcher.remove(key)
 
     def _take_read_events(self) -> None:
-        for event_type, events in self._readers.inbox.take(self._capacity()):
-            for partition, run in partition_runs(events):
-                key = (event_type, str(partition))
+        for event_type, runs in self._readers.inbox.take(self._capacity()):
+            for run in runs:
+                key = (event_type, str(run.partition))
                 held = self._held.get(key)
                 if held is None or held.releasing_since is not None:
                     continue  # a partition given up
-                if run[0].offset == held.read + 1 and run[-1].offset == held.read + len(run):
-                    # The usual run: on from where the partition was, without a gap.
-                    payloads = [event.payload for event in run]
-                    held.read = run[-1].offset
-                else:
-                    payloads = []
-                    for event in run:
-                        if event.offset == held.read + 1:  # else read again after a change
-                            held.read = event.offset
-                            payloads.append(event.payload)
+                # On from where the partition was; anything else was read before a change
+                # of position, and is read again.
+                skip = held.read + 1 - run.first
+                payloads = run.payloads if skip == 0 else \
+                    run.payloads[skip:] if 0 < skip < len(run.payloads) else []
+                held.read += len(payloads)
                 self._batcher.take(key, payloads)
-                known_offsets.learn(self._partitions.timelines[event_type].items[0].id, partition,
-                                    held.read)
+                known_offsets.learn(self._partitions.timelines[event_type].items[0].id,
+                                    run.partition, held.read)
 
     def _capacity(self) -> int:
         """How many more events may be taken into batches now."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.storage.engine import BEFORE_FIRST
+from app.storage.engine import BEFORE_FIRST, stored_events
 from app.storage.postgres_appender import CHUNK_BYTES, CHUNK_EVENTS
 
 
@@ -47,7 +47,7 @@ def test_small_polls_over_large_chunks_give_every_event_once_in_order(postgres_e
     reader = postgres_engine.reader(postgres_topic, {0: 99, 1: BEFORE_FIRST})
     seen: dict[int, list[int]] = {0: [], 1: []}
     try:
-        while batch := reader.poll(333, timeout=0.5):
+        while batch := stored_events(reader.poll(333, timeout=0.5)):
             assert len(batch) <= 333
             for event in batch:
                 seen[event.partition].append(event.offset)

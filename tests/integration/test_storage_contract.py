@@ -10,7 +10,7 @@ import uuid
 import gevent
 import pytest
 
-from app.storage.engine import BEFORE_FIRST, PartitionBounds, StorageError
+from app.storage.engine import BEFORE_FIRST, PartitionBounds, StorageError, stored_events
 
 
 def payload(n: int, size: int = 200) -> bytes:
@@ -118,7 +118,7 @@ def test_reader_over_partitions_delivers_each_event_once(engine, topic):
     try:
         seen = []
         while True:
-            batch = reader.poll(7, timeout=0.5)
+            batch = stored_events(reader.poll(7, timeout=0.5))
             if not batch:
                 break
             assert len(batch) <= 7
@@ -144,7 +144,7 @@ def test_reader_is_woken_by_an_append_within_200ms(engine, topic):
             engine.append(topic, 1, [payload(7)])
 
         writer = gevent.spawn(append_later)
-        events = reader.poll(10, timeout=5.0)
+        events = stored_events(reader.poll(10, timeout=5.0))
         woken_after = time.monotonic() - appended_at["t"]
         writer.join()
         assert [(e.partition, e.offset) for e in events] == [(1, 0)]

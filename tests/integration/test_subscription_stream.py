@@ -16,6 +16,7 @@ from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.subscription import Subscription
 from app.domain.timeline import Timeline, Timelines
+from app.storage.engine import count_events, stored_events
 from app.streaming.limits import StreamLimits
 from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
 from app.subscriptions.stream import SubscriptionStream
@@ -222,7 +223,7 @@ def test_a_stream_reads_no_further_than_its_stream_limit(
 
         def counted(max_events, timeout):
             events = poll(max_events, timeout)
-            read.extend(event.offset for event in events)
+            read.extend(event.offset for event in stored_events(events))
             return events
         reader.poll = counted
 
@@ -251,7 +252,7 @@ def test_a_stream_sends_what_was_read_before_its_reader_reads_on(
 
         def counted(max_events, timeout):
             events = poll(max_events, timeout)
-            read.append(len(events))
+            read.append(count_events(events))
             return events
         reader.poll = counted
 

@@ -71,7 +71,7 @@ def _log_ends(clients: Clients, topic: str, starts: dict[int, int], timeout: flo
             messages = consumer.consume(1, min(remaining, END_CHECK_S))
             if messages:
                 messages += consumer.consume(DRAIN_BATCH, 0)
-            for event in records(messages, topic):
-                positions[event.partition] = event.offset + 1
+            for partition, offset, _ in records(messages, topic):
+                positions[partition] = offset + 1
     finally:
         consumer.close()

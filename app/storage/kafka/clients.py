@@ -20,9 +20,7 @@ from confluent_kafka.admin import AdminClient
 from app.storage.engine import (
     StorageError,
     StorageUnavailable,
-    StoredEvent,
     TopicNotFound,
-    stored_event,
 )
 
 MAX_MESSAGE_BYTES = 2 * 1024 * 1024
@@ -76,14 +74,14 @@ def storage_error(error: BaseException | KafkaError, what: str) -> StorageError:
     return StorageError(f"{what}: {found if found is not None else error}")
 
 
-def records(messages: Iterable[Message], topic: str) -> Iterator[StoredEvent]:
-    """The records among consumed messages; end-of-partition events only wake the
-    consumer (the high watermark they carry is cached), other errors raise."""
+def records(messages: Iterable[Message], topic: str) -> Iterator[tuple[int, int, bytes]]:
+    """The (partition, offset, payload) of the records among consumed messages;
+    end-of-partition events only wake the consumer (the high watermark they carry is
+    cached), other errors raise."""
     for message in messages:
         error = message.error()
         if error is None:  # a record: its partition and offset are never None
-            yield stored_event((message.partition(), message.offset(),  # type: ignore[arg-type]
-                                message.value() or b""))
+            yield message.partition(), message.offset(), message.value() or b""  # type: ignore[misc]
         elif error.code() != KafkaError._PARTITION_EOF:
             raise storage_error(error, topic)
 

@@ -13,7 +13,7 @@ import gevent.event
 import gevent.monkey
 from confluent_kafka import Consumer, KafkaException, Message
 
-from app.storage.engine import StorageError, StoredEvent, TopicNotFound
+from app.storage.engine import EventRun, StorageError, TopicNotFound, count_events
 from app.storage.kafka.clients import DRAIN_BATCH, records, storage_error
 from app.storage.kafka.threads import BlockingCalls, Outcome, unwrap
 
@@ -53,7 +53,7 @@ class KafkaStreamReader:
         self._closed = False
         self._deleted = False
 
-    def poll(self, max_events: int, timeout: float) -> list[StoredEvent]:
+    def poll(self, max_events: int, timeout: float) -> list[EventRun]:
         if max_events <= 0:
             return []
         deadline = monotonic() + timeout
@@ -81,7 +81,7 @@ class KafkaStreamReader:
             except KafkaException as error:
                 raise storage_error(error, self.topic) from error
             if events:
-                return events + self._drain(max_events - len(events))
+                return events + self._drain(max_events - count_events(events))
 
     def close(self) -> None:
         if self._closed:
@@ -101,7 +101,7 @@ class KafkaStreamReader:
             return TopicNotFound(f"{self.topic}: the topic was deleted")
         return StorageError(f"{self.topic}: the reader is closed")
 
-    def _drain(self, max_events: int) -> list[StoredEvent]:
+    def _drain(self, max_events: int) -> list[EventRun]:
         """What the consumer has already fetched, without waiting."""
         if max_events <= 0:
             return []
@@ -120,13 +120,18 @@ class KafkaStreamReader:
         with self._lock:
             self._consumer.close()
 
-    def _take(self, messages: Iterable[Message]) -> list[StoredEvent]:
-        events = []
+    def _take(self, messages: Iterable[Message]) -> list[EventRun]:
+        runs: list[EventRun] = []
+        payloads: list[bytes] = []
         following = self._next
-        for event in records(messages, self.topic):
-            partition, offset, _ = event
+        run_partition = run_next = -1
+        for partition, offset, payload in records(messages, self.topic):
             if offset < following[partition]:
                 continue  # at or before the asked position: the consumer restarted earlier
-            following[partition] = offset + 1
-            events.append(event)
-        return events
+            if partition != run_partition or offset != run_next:
+                payloads = []
+                runs.append(EventRun(partition, offset, payloads))
+                run_partition = partition
+            payloads.append(payload)
+            run_next = following[partition] = offset + 1
+        return runs
