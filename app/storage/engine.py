@@ -46,7 +46,6 @@ class StoredEvent(NamedTuple):
     payload: bytes
 
 
-
 class EventRun(NamedTuple):
     """Events of one partition at consecutive offsets, as readers give them: the offset
     of the first and the payloads. Streams take events a run at a time, so what they

@@ -306,7 +306,7 @@ class PostgresEngine(StorageEngine):
                     "     WHERE topic_id = %s AND partition = %s AND last_offset <= %s"
                     "     ORDER BY last_offset LIMIT %s)"
                     " RETURNING last_offset - first_offset + 1 AS events)"
-                    " SELECT count(*), coalesce(sum(events), 0) FROM gone",
+                    " SELECT count(*), coalesce(sum(events), 0)::bigint FROM gone",
                     (topic_id, partition, last_expired, PURGE_CHUNKS))[0]
                 removed += events
                 if chunks < PURGE_CHUNKS:
