@@ -6,7 +6,8 @@ events at a time. The stream takes events from the inbox only as far as its
 limits allow; readers poll while the inbox holds less than the stream asked for
 plus ``read_ahead``, so when a commit frees room the next events are at hand
 at once, and a paused stream (``max_uncommitted_events`` reached) holds at most
-``read_ahead`` events it has not sent.
+``read_ahead`` events it has not sent, besides what is left of the chunks a
+postgres reader read last (up to 1,000 events a partition).
 """
 
 from __future__ import annotations
