@@ -294,8 +294,7 @@ class SubscriptionStream:
                 # On from where the partition was; anything else was read before a change
                 # of position, and is read again.
                 skip = held.read + 1 - run.first
-                payloads = run.payloads if skip == 0 else \
-                    run.payloads[skip:] if 0 < skip < len(run.payloads) else []
+                payloads = run.payloads[skip:] if 0 <= skip < len(run.payloads) else []
                 held.read += len(payloads)
                 self._batcher.take(key, payloads)
                 known_offsets.learn(self._partitions.timelines[event_type].items[0].id,

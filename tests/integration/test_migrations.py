@@ -18,52 +18,50 @@ def test_migrations_are_recorded_and_applying_again_changes_nothing(settings):
         conn.close()
 
 
-def test_a_database_that_cannot_store_every_character_is_refused(settings):
-    name = f"latin1_{uuid.uuid4().hex[:8]}"
-    admin = psycopg2.connect(settings.database_url)
-    admin.autocommit = True
-    try:
-        with admin.cursor() as cursor:
-            cursor.execute(f"CREATE DATABASE {name} ENCODING 'LATIN1' TEMPLATE template0"
-                           " LC_COLLATE 'C' LC_CTYPE 'C'")
-        conn = psycopg2.connect(settings.database_url.rsplit("/", 1)[0] + "/" + name)
-        try:
-            with pytest.raises(UnsuitableDatabase, match="encoding is LATIN1; events need UTF8"):
-                migrate(conn)
-            with conn.cursor() as cursor:
-                cursor.execute("SELECT to_regclass('schema_migrations')")
-                assert cursor.fetchone() == (None,)
-        finally:
-            conn.close()
-    finally:
-        with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {name}")
-        admin.close()
-
-
 @pytest.fixture
-def empty_database(settings):
-    """The URL of a new, empty database, dropped afterwards."""
-    name = f"empty_{uuid.uuid4().hex[:8]}"
+def new_database(settings):
+    """Makes databases (``CREATE DATABASE`` options after the name) and returns their
+    URLs; drops them afterwards."""
     admin = psycopg2.connect(settings.database_url)
     admin.autocommit = True
-    with admin.cursor() as cursor:
-        cursor.execute(f"CREATE DATABASE {name} ENCODING 'UTF8' TEMPLATE template0")
+    names: list[str] = []
+
+    def create(options: str) -> str:
+        names.append(f"test_{uuid.uuid4().hex[:8]}")
+        with admin.cursor() as cursor:
+            cursor.execute(f"CREATE DATABASE {names[-1]} {options}")
+        return settings.database_url.rsplit("/", 1)[0] + "/" + names[-1]
+
     try:
-        yield settings.database_url.rsplit("/", 1)[0] + "/" + name
+        yield create
     finally:
         with admin.cursor() as cursor:
-            cursor.execute(f"DROP DATABASE IF EXISTS {name}")
+            for name in names:
+                cursor.execute(f"DROP DATABASE IF EXISTS {name}")
         admin.close()
 
 
-def test_events_stored_a_row_each_become_chunks_with_their_offsets(empty_database,
+def test_a_database_that_cannot_store_every_character_is_refused(new_database):
+    conn = psycopg2.connect(new_database(
+        "ENCODING 'LATIN1' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'"))
+    try:
+        with pytest.raises(UnsuitableDatabase, match="encoding is LATIN1; events need UTF8"):
+            migrate(conn)
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT to_regclass('schema_migrations')")
+            assert cursor.fetchone() == (None,)
+    finally:
+        conn.close()
+
+
+def test_events_stored_a_row_each_become_chunks_with_their_offsets(new_database,
                                                                     monkeypatch):
     from app.repository.database import ConnectionPool
     from app.storage.engine import BEFORE_FIRST
     from app.storage.postgres import PostgresEngine
 
-    conn = psycopg2.connect(empty_database)
+    database_url = new_database("ENCODING 'UTF8' TEMPLATE template0")
+    conn = psycopg2.connect(database_url)
     try:
         before_chunks = [m for m in available_migrations() if m[1] != "log_chunks"]
         monkeypatch.setattr("sql.migrate.available_migrations", lambda: before_chunks)
@@ -86,7 +84,7 @@ def test_events_stored_a_row_each_become_chunks_with_their_offsets(empty_databas
     finally:
         conn.close()
 
-    pool = ConnectionPool(empty_database, 2)
+    pool = ConnectionPool(database_url, 2)
     engine = PostgresEngine(pool)
     try:
         assert [(e.offset, e.payload) for e in engine.read("old", 0, BEFORE_FIRST, 10)] == \

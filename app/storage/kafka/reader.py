@@ -124,14 +124,15 @@ class KafkaStreamReader:
         runs: list[EventRun] = []
         payloads: list[bytes] = []
         following = self._next
-        run_partition = run_next = -1
+        run_partition = -1
         for partition, offset, payload in records(messages, self.topic):
-            if offset < following[partition]:
+            expected = following[partition]
+            if offset < expected:
                 continue  # at or before the asked position: the consumer restarted earlier
-            if partition != run_partition or offset != run_next:
+            if partition != run_partition or offset != expected:
                 payloads = []
                 runs.append(EventRun(partition, offset, payloads))
                 run_partition = partition
             payloads.append(payload)
-            run_next = following[partition] = offset + 1
+            following[partition] = offset + 1
         return runs
