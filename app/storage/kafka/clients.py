@@ -74,16 +74,22 @@ def storage_error(error: BaseException | KafkaError, what: str) -> StorageError:
     return StorageError(f"{what}: {found if found is not None else error}")
 
 
+def raise_unless_end(error: KafkaError, topic: str) -> None:
+    """Raises the error a consumed message carries unless it only reports the end of a
+    partition: those only wake the consumer (the high watermark they carry is cached)."""
+    if error.code() != KafkaError._PARTITION_EOF:
+        raise storage_error(error, topic)
+
+
 def records(messages: Iterable[Message], topic: str) -> Iterator[tuple[int, int, bytes]]:
     """The (partition, offset, payload) of the records among consumed messages;
-    end-of-partition events only wake the consumer (the high watermark they carry is
-    cached), other errors raise."""
+    errors other than the end of a partition raise."""
     for message in messages:
         error = message.error()
         if error is None:  # a record: its partition and offset are never None
             yield message.partition(), message.offset(), message.value() or b""  # type: ignore[misc]
-        elif error.code() != KafkaError._PARTITION_EOF:
-            raise storage_error(error, topic)
+        else:
+            raise_unless_end(error, topic)
 
 
 def caught_up(consumer: Consumer, partition: TopicPartition, next_offset: int) -> bool:

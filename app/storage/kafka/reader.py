@@ -14,7 +14,7 @@ import gevent.monkey
 from confluent_kafka import Consumer, KafkaException, Message
 
 from app.storage.engine import EventRun, StorageError, TopicNotFound, count_events
-from app.storage.kafka.clients import DRAIN_BATCH, records, storage_error
+from app.storage.kafka.clients import DRAIN_BATCH, raise_unless_end, storage_error
 from app.storage.kafka.threads import BlockingCalls, Outcome, unwrap
 
 WAIT_SLICE_S = 0.5
@@ -121,18 +121,40 @@ class KafkaStreamReader:
             self._consumer.close()
 
     def _take(self, messages: Iterable[Message]) -> list[EventRun]:
-        runs: list[EventRun] = []
-        payloads: list[bytes] = []
-        following = self._next
-        run_partition = -1
-        for partition, offset, payload in records(messages, self.topic):
-            expected = following[partition]
-            if offset < expected:
-                continue  # at or before the asked position: the consumer restarted earlier
-            if partition != run_partition or offset != expected:
-                payloads = []
-                runs.append(EventRun(partition, offset, payloads))
-                run_partition = partition
-            payloads.append(payload)
-            following[partition] = offset + 1
-        return runs
+        return take_runs(messages, self._next, self.topic)
+
+
+def take_runs(messages: Iterable[Message], following: dict[int, int], topic: str
+              ) -> list[EventRun]:
+    """The records among consumed ``messages`` as runs of consecutive offsets, skipping
+    any before ``following[partition]`` (a consumer restarted earlier), which it moves
+    past what it takes. One plain loop: at ~1.5M events/s it is a tenth of a kafka
+    stream's CPU, and the generator and tuple per record it replaced cost another."""
+    runs: list[EventRun] = []
+    partition = -1  # of the run being built
+    expected = -1  # the offset that continues it; a record's offset is never -1
+    payloads: list[bytes] = []
+    add = payloads.append
+    for message in messages:
+        error = message.error()
+        if error is not None:
+            raise_unless_end(error, topic)
+            continue
+        offset: int = message.offset()  # type: ignore[assignment]
+        if offset == expected and message.partition() == partition:
+            add(message.value() or b"")
+            expected += 1
+            continue
+        if partition >= 0:
+            following[partition] = expected
+        partition = message.partition()  # type: ignore[assignment]
+        if offset < following[partition]:
+            partition = expected = -1
+            continue
+        payloads = [message.value() or b""]
+        runs.append(EventRun(partition, offset, payloads))
+        add = payloads.append
+        expected = offset + 1
+    if partition >= 0:
+        following[partition] = expected
+    return runs
