@@ -72,6 +72,27 @@ def test_bounds_of_empty_and_filled_partitions(engine, topic):
         PartitionBounds(0, 0, -1), PartitionBounds(1, 0, 8), PartitionBounds(2, 0, 0)]
 
 
+def test_bounds_see_every_acknowledged_append_while_calls_on_topics_interleave(engine, topic):
+    """Bounds calls may share clients (kafka keeps its snapshot consumers): each
+    still shows every append acknowledged before it, whatever topic came before."""
+    other = f"test-{uuid.uuid4().hex[:12]}"
+    engine.create_topic(other, partitions=3, retention_ms=3_600_000)
+    ends = {topic: [0, 0, 0], other: [0, 0, 0]}
+    try:
+        def append_and_check(name: str, rounds: int) -> None:
+            for n in range(rounds):
+                partition = n % 3
+                offsets = engine.append_many(name, {partition: [payload(k) for k in range(
+                    1 + n % 4)]})[partition]
+                ends[name][partition] = offsets[-1] + 1
+                assert [b.newest + 1 for b in engine.bounds(name)] == ends[name]
+
+        gevent.joinall([gevent.spawn(append_and_check, name, 30) for name in (topic, other)],
+                       raise_error=True)
+    finally:
+        engine.delete_topic(other)
+
+
 def test_deleted_topic_is_gone_and_its_name_reusable(engine, topic):
     engine.append(topic, 0, [payload(1)])
     engine.delete_topic(topic)
