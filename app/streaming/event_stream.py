@@ -28,7 +28,7 @@ from app.storage.engine import StorageError, StreamReader
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.limits import StreamLimits
-from app.streaming.lines import batch_line
+from app.streaming.lines import batch_line, joined
 
 CHECK_INTERVAL_S = 1.0
 MAX_POLL_EVENTS = 5000
@@ -78,11 +78,13 @@ class EventStream:
             self._reader.close()
 
     def _run(self) -> Iterator[bytes]:
+        """Each turn's lines go out as one chunk (``joined``): batches made in one turn
+        are ready at the same moment, and a write per line cost more than the line."""
         batcher = self._batcher
         while True:
             now = self._clock()
             if now >= self._ends_at or lifecycle.is_shutting_down():
-                yield from self._lines(batcher.pending_batches())
+                yield from joined(self._lines(batcher.pending_batches()))
                 return
             wait = max(0.0, min(batcher.next_due(), self._ends_at, now + CHECK_INTERVAL_S) - now)
             capacity = batcher.room() - batcher.buffered()
@@ -91,11 +93,11 @@ class EventStream:
                     batcher.take(run.partition, run.payloads)
             else:  # full until a batch is due: only time can change that
                 gevent.sleep(wait)
-            yield from self._lines(batcher.full_batches())
+            lines = list(self._lines(batcher.full_batches()))
             if batcher.stream_limit_reached():
-                yield from self._lines(batcher.pending_batches())
+                yield from joined(lines, self._lines(batcher.pending_batches()))
                 return
-            yield from self._lines(batcher.due_batches())
+            yield from joined(lines, self._lines(batcher.due_batches()))
             if (batcher.keep_alive_limit_reached() or client_gone(self._connection)
                     or not self._still_exists()):
                 return

@@ -49,7 +49,7 @@ from app.domain.topology import PartitionKey, Session, Topology, key_order
 from app.storage.engine import StorageEngine, StorageError, TopicNotFound
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
-from app.streaming.lines import batch_line
+from app.streaming.lines import batch_line, joined
 from app.subscriptions import known_offsets, local_streams
 from app.subscriptions.commit_tracker import CommitTracker, HeldPartition
 from app.subscriptions.departure import leave
@@ -167,19 +167,21 @@ class SubscriptionStream:
             if ending is not None:
                 self._end_reason, self._graceful = ending
                 if self._graceful:
-                    yield from self._send(self._batcher.pending_batches())
+                    yield from joined(self._send(self._batcher.pending_batches()))
                 elif self._end_reason != CLIENT_LEFT:
                     yield from self._goodbye(self._end_reason)
                 return
             self._follow_zookeeper()
             self._take_read_events()
-            yield from self._send(self._batcher.full_batches())
+            # A turn's lines go out together (``joined``), as the low-level stream's do.
+            lines = list(self._send(self._batcher.full_batches()))
             if self._batcher.stream_limit_reached():
+                yield from joined(lines)
                 continue  # ends on the next turn, the pending batches sent
             if self._paused():
                 # Nothing more can join the buffered events until a commit: send them.
-                yield from self._send(self._batcher.pending_batches())
-            yield from self._send(self._batcher.due_batches())
+                lines += self._send(self._batcher.pending_batches())
+            yield from joined(lines, self._send(self._batcher.due_batches()))
             if self._batcher.keep_alive_limit_reached():
                 continue  # ends on the next turn, not a flush timeout later
             self._commits.hand_over_committed()

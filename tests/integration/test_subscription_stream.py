@@ -50,8 +50,9 @@ class Client:
     def _read(self) -> None:
         lines = self.stream.lines()
         try:
-            for line in lines:
-                self.lines.put(json.loads(line))
+            for chunk in lines:  # the lines of a turn come as one chunk
+                for line in chunk.splitlines():
+                    self.lines.put(json.loads(line))
         finally:
             lines.close()
             self.stream.end()
