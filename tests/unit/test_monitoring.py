@@ -11,7 +11,7 @@ import pytest
 from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricFamily
 
 from app.config import Settings
-from app.monitoring import figures, kpi, ticker
+from app.monitoring import figures, kpi, recording, ticker
 from app.monitoring.exposition import _quantile, dropwizard, prometheus_text
 
 
@@ -66,3 +66,32 @@ def test_kpi_events_past_the_queue_capacity_are_dropped_and_counted(monkeypatch)
     assert publisher.pending() == 100
     assert dropped._value.get() - before == 5
     publisher._greenlet.kill()  # its services are not real: it must not publish
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_stream_adds_what_it_sent_to_its_counters_each_second_and_at_its_end():
+    name = f"unit.meter-{time.monotonic_ns()}"
+    services = types.SimpleNamespace(settings=Settings())
+    publisher = kpi.KpiPublisher(services)  # type: ignore[arg-type]
+    client = kpi.Client("app", "hashed", "")
+    clock = Clock()
+    meter = recording.StreamMeter(publisher, client, event_type=name, clock=clock)
+    events = figures.STREAMED_EVENTS.labels(name)
+    sent = figures.STREAMED_BYTES.labels("app", name)
+    meter.batch(name, 1, 100)
+    meter.batch(name, 2, 200)
+    assert (events._value.get(), sent._value.get()) == (0, 0)
+    clock.now += recording.COUNT_INTERVAL_S
+    meter.batch(name, 0, 20)  # a keep-alive, once the interval passed
+    assert (events._value.get(), sent._value.get()) == (3, 320)
+    meter.batch(name, 4, 400)
+    meter.close()
+    assert (events._value.get(), sent._value.get()) == (7, 720)
+    assert figures.OPEN_STREAMS.labels(name)._value.get() == 0
