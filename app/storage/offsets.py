@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 
 FORMAT_VERSION = 1
+_VERSION_PREFIX = f"{FORMAT_VERSION:03d}-"
 MAX_TIMELINE = 9999
 OFFSET_PATTERN = re.compile(r"^(\d{3})-(\d{4})-(\d{18}|-1)$")
 
@@ -25,8 +26,9 @@ def encode_offset(timeline: int, offset: int) -> str:
     """The client-facing string for an engine offset (>= -1) in a timeline (1..9999)."""
     if not 1 <= timeline <= MAX_TIMELINE or offset < -1:
         raise ValueError(f"no offset string for timeline {timeline}, offset {offset}")
-    position = "-1" if offset == -1 else f"{offset:018d}"
-    return f"{FORMAT_VERSION:03d}-{timeline:04d}-{position}"
+    if offset == -1:
+        return f"{_VERSION_PREFIX}{timeline:04d}--1"
+    return f"{_VERSION_PREFIX}{timeline:04d}-{offset:018d}"  # once per line of a stream
 
 
 def decode_offset(text: str) -> tuple[int, int]:
