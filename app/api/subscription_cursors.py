@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import re
-import uuid
 
 from flask import Blueprint, Response, jsonify, request
 
@@ -23,7 +22,12 @@ from app.security.guard import needs_scope, require_subscription, require_subscr
 from app.security.policy import Operation
 from app.services import services
 from app.subscriptions.commits import CommitRefused, commit, reset
-from app.subscriptions.cursors import checked_commit, checked_reset, cursor_items
+from app.subscriptions.cursors import (
+    checked_commit,
+    checked_reset,
+    cursor_items,
+    new_cursor_token,
+)
 from app.subscriptions.partitions import starting_offsets
 
 blueprint = Blueprint("subscription_cursors", __name__)
@@ -50,7 +54,7 @@ def committed(subscription_id: str) -> Response:
             offset = state.committed(key)
             if offset is not None:
                 items.append({"event_type": key[0], "partition": key[1], "offset": offset,
-                              "cursor_token": str(uuid.uuid4())})
+                              "cursor_token": new_cursor_token()})
     return jsonify({"items": items})
 
 

@@ -52,6 +52,7 @@ from app.streaming.connection import client_gone
 from app.streaming.lines import batch_line, joined
 from app.subscriptions import known_offsets, local_streams
 from app.subscriptions.commit_tracker import CommitTracker, HeldPartition
+from app.subscriptions.cursors import new_cursor_token
 from app.subscriptions.departure import leave
 from app.subscriptions.partitions import SubscriptionPartitions
 from app.subscriptions.readers import PartitionReaders
@@ -325,7 +326,7 @@ class SubscriptionStream:
     def _line(self, key: PartitionKey, position: int, payloads: list[bytes],
               debug: str | None = None) -> bytes:
         cursor = {"partition": key[1], "offset": self._partitions.client_offset(key, position),
-                  "event_type": key[0], "cursor_token": str(uuid.uuid4())}
+                  "event_type": key[0], "cursor_token": new_cursor_token()}
         if not self._started:
             self._started = True
             debug = debug or "Stream started"
