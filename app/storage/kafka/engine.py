@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StorageUnavailable
 from app.storage.kafka.availability import BrokerAvailability
-from app.storage.kafka.bounds import SnapshotConsumers, partition_bounds
+from app.storage.kafka.bounds import partition_bounds
 from app.storage.kafka.clients import KAFKA, STREAM_FETCH_WAIT_MS, Clients
 from app.storage.kafka.producer import Appender
 from app.storage.kafka.reader import KafkaStreamReader
@@ -54,7 +54,6 @@ class KafkaEngine(StorageEngine):
         self._appender = Appender(self._clients, self._threads, timeout)
         self._availability = BrokerAvailability(self._topics, self._threads)
         self._readers: set[KafkaStreamReader] = set()
-        self._snapshots = SnapshotConsumers(self._clients)
 
     # -- topics ---------------------------------------------------------------
 
@@ -115,7 +114,7 @@ class KafkaEngine(StorageEngine):
         self._topics.raise_if_gone(topic)
         partitions = range(self._topics.partition_count(topic))
         try:
-            return self._threads.run(topic, partition_bounds, self._snapshots, self._topics,
+            return self._threads.run(topic, partition_bounds, self._clients, self._topics,
                                      topic, partitions, self._timeout)
         except StorageUnavailable:
             raise
@@ -140,7 +139,6 @@ class KafkaEngine(StorageEngine):
         self._threads.shut()
         self._appender.close()
         self._threads.join()
-        self._snapshots.close()
         self._topics.close()
 
     def _client_error(self, error: KafkaError) -> None:
