@@ -5,7 +5,8 @@
 
 For each engine it prints:
 - throughput: events/s and MB/s of one stream from ``begin`` over ``--events``
-  pre-published ~200-byte events with batch_limit=1000;
+  pre-published ~200-byte events with batch_limit=1000, then with batch_limit=1
+  (Nakadi's default: a line per event);
 - latency: a producer posts single events over HTTP at ``--rate`` events/s
   while a stream with batch_limit=1 reads them; p50/p99/max from the moment
   the producer sent an event to the moment its batch arrived;
@@ -144,10 +145,11 @@ def main() -> None:
             set_default_storage(settings.database_url, engine)
             name = create_event_type(base_url)
             size = prepublish(settings, name, engine, args.events)
-            rate, megabytes = stream_throughput(port, name, args.events)
-            print(f"{engine:9} stream from begin, batch_limit 1000: {rate:,.0f} events/s,"
-                  f" {megabytes:.1f} MB/s ({args.events:,} events of ~{size // args.events}"
-                  " bytes)", flush=True)
+            for batch_limit in (1000, 1):
+                rate, megabytes = stream_throughput(port, name, args.events, batch_limit)
+                print(f"{engine:9} stream from begin, batch_limit {batch_limit}:"
+                      f" {rate:,.0f} events/s, {megabytes:.1f} MB/s ({args.events:,} events"
+                      f" of ~{size // args.events} bytes)", flush=True)
             name = create_event_type(base_url)
             latencies = end_to_end_latency(port, name, args.rate, args.seconds)
             if not latencies:

@@ -16,6 +16,9 @@ For each engine it prints:
   stream's rate over the same events with the same batch_limit, the commits'
   p50/p99 latency, and the gunicorn workers' CPU seconds per million events
   for each stream;
+- lines: events/s of a subscription stream from ``begin`` over the same events
+  with batch_limit 1 (Nakadi's default, a line per event) and a
+  max_uncommitted_events that covers them all, so no commit is needed;
 - commit cost: ``--commits`` commits sent one after another, each moving one
   partition of an open stream forward by one event: commits/s, p50/p99 latency
   and the workers' CPU per commit (the request, ZooKeeper's round trip and
@@ -89,6 +92,13 @@ class SubscriptionClient:
         while line := self._response.readline():
             if line.strip():
                 yield orjson.loads(line)
+
+    def drain(self) -> int:
+        """Reads the stream to its end without parsing it; the bytes received."""
+        received = 0
+        while chunk := self._response.read1(1 << 20):
+            received += len(chunk)
+        return received
 
     def commit(self, cursors: list[dict]) -> None:
         self._commits.request(
@@ -170,6 +180,18 @@ def subscription_throughput(port: int, base_url: str, name: str, count: int,
     if received != count:
         raise RuntimeError(f"received {received} of {count} events")
     return count / elapsed, latencies
+
+
+def line_throughput(port: int, base_url: str, name: str, count: int) -> float:
+    """Events/s of a subscription stream from begin with batch_limit 1 (Nakadi's default:
+    a line per event) whose max_uncommitted_events covers it, so it needs no commit."""
+    client = SubscriptionClient(port, create_subscription(base_url, name), batch_limit=1,
+                                stream_limit=count, max_uncommitted_events=count)
+    started = time.perf_counter()
+    client.drain()
+    elapsed = time.perf_counter() - started
+    client.close()
+    return count / elapsed
 
 
 def commit_cost(port: int, base_url: str, name: str, count: int
@@ -322,6 +344,9 @@ def main() -> None:
                       f" {percentile(commits, 0.99):.1f} ms; workers' CPU per 1M events"
                       f" {sub_cpu * per_million:.2f} s (low-level {low_cpu * per_million:.2f} s)",
                       flush=True)
+            rate = line_throughput(port, base_url, name, args.events)
+            print(f"{engine:9} subscription stream, batch_limit 1, no commit needed"
+                  f" (max_uncommitted_events {args.events}): {rate:,.0f} events/s", flush=True)
             count = min(args.commits, args.events)
             if count:
                 per_s, latencies, cpu_ms = commit_cost(port, base_url, name, count)
