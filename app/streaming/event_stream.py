@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 
 import gevent
 from kazoo.client import KazooClient
@@ -102,7 +102,7 @@ class EventStream:
                     or not self._still_exists()):
                 return
 
-    def _lines(self, batches: Iterator[tuple[int, list[bytes]]]) -> Iterator[bytes]:
+    def _lines(self, batches: Iterable[tuple[int, list[bytes]]]) -> Iterator[bytes]:
         for partition, payloads in batches:
             yield self._line(partition, payloads)
 

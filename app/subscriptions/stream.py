@@ -30,7 +30,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 
 import gevent
 import gevent.event
@@ -315,7 +315,7 @@ class SubscriptionStream:
         return buffered > 0 and \
             self._commits.uncommitted() + buffered >= self._params.max_uncommitted_events
 
-    def _send(self, batches: Iterator[tuple[PartitionKey, list[bytes]]]) -> Iterator[bytes]:
+    def _send(self, batches: Iterable[tuple[PartitionKey, list[bytes]]]) -> Iterator[bytes]:
         for key, payloads in batches:
             held = self._held[key]
             held.sent += len(payloads)

@@ -27,6 +27,17 @@ def test_a_partition_flushes_when_it_holds_batch_limit_events():
     assert batcher.sent == 2
 
 
+def test_a_partition_holding_several_batches_sends_them_all_in_order():
+    clock = Clock()
+    batcher = Batcher(StreamLimits(batch_limit=2, batch_flush_timeout=5), [0, 1], clock)
+    batcher.take(0, events("a", "b", "c", "d", "e"))
+    clock.now += 1
+    assert batcher.full_batches() == [(0, events("a", "b")), (0, events("c", "d"))]
+    assert (batcher.buffered(), batcher.sent) == (1, 4)
+    assert batcher.next_due() == clock.now - 1 + 5  # partition 1 sent nothing: its timer runs
+    assert list(batcher.pending_batches()) == [(0, events("e"))]
+
+
 def test_after_the_flush_timeout_a_partition_sends_what_it_has_or_a_keep_alive():
     clock = Clock()
     batcher = Batcher(StreamLimits(batch_limit=10, batch_flush_timeout=5), [0, 1], clock)
