@@ -56,12 +56,11 @@ class EventStream:
         self._batcher: Batcher[int] = Batcher(limits, positions, clock)
         self._ends_at = clock() + limits.stream_timeout
 
-    def _line(self, partition: int, payloads: list[bytes]) -> bytes:
+    def _line(self, partition: int, payloads: list[bytes], event_type: str) -> bytes:
         self._positions[partition] += len(payloads)
-        self._timeline = self._current() or self._timeline  # offsets of a newer timeline
         cursor = client_cursor(self._timeline, partition, self._positions[partition])
         line = batch_line(cursor, payloads)
-        self._on_batch(self._timeline.event_type, len(payloads), len(line))
+        self._on_batch(event_type, len(payloads), len(line))
         return line
 
     def lines(self) -> Generator[bytes, None, None]:
@@ -103,8 +102,12 @@ class EventStream:
                 return
 
     def _lines(self, batches: Iterable[tuple[int, list[bytes]]]) -> Iterator[bytes]:
+        # Offsets of a newer timeline: the reader reads one only once ``current`` gave
+        # it, so asking here, after the read and before the lines, is soon enough.
+        self._timeline = self._current() or self._timeline
+        event_type = self._timeline.event_type
         for partition, payloads in batches:
-            yield self._line(partition, payloads)
+            yield self._line(partition, payloads, event_type)
 
 
 def open_event_stream(zookeeper: KazooClient, engine_for: EngineFor, timelines: Timelines,
