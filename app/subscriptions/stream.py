@@ -52,7 +52,7 @@ from app.streaming.connection import client_gone
 from app.streaming.lines import batch_line, joined
 from app.subscriptions import known_offsets, local_streams
 from app.subscriptions.commit_tracker import CommitTracker, HeldPartition
-from app.subscriptions.cursors import new_cursor_token
+from app.subscriptions.cursors import cursor_tokens
 from app.subscriptions.departure import leave
 from app.subscriptions.partitions import SubscriptionPartitions
 from app.subscriptions.readers import PartitionReaders
@@ -95,6 +95,7 @@ class SubscriptionStream:
         self._started = False
         self._zookeeper_lost = False
         self._ends_at = clock() + params.limits.stream_timeout
+        self._tokens = cursor_tokens()
 
     # starting
 
@@ -326,7 +327,7 @@ class SubscriptionStream:
     def _line(self, key: PartitionKey, position: int, payloads: list[bytes],
               debug: str | None = None) -> bytes:
         cursor = {"partition": key[1], "offset": self._partitions.client_offset(key, position),
-                  "event_type": key[0], "cursor_token": new_cursor_token()}
+                  "event_type": key[0], "cursor_token": next(self._tokens)}
         if not self._started:
             self._started = True
             debug = debug or "Stream started"
