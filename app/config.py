@@ -15,6 +15,8 @@ from typing import Any
 from app.registry.settings import RegistrySettings
 from app.security.subjects import parse_attribute_list, parse_realms
 
+MAX_FETCH_WAIT_MS = 10_000
+
 
 @dataclass(frozen=True)
 class Settings:
@@ -26,6 +28,10 @@ class Settings:
     zookeeper_timeout_s: float = 5.0
     kafka_bootstrap_servers: str = "127.0.0.1:9092"
     kafka_timeout_s: float = 10.0
+    # How long Kafka may hold a stream's fetch that found nothing (librdkafka's
+    # fetch.wait.max.ms): what an idle stream costs the brokers, and with brokers that
+    # answer a held fetch only when it runs out (Tansu), how late new events arrive.
+    kafka_stream_fetch_wait_ms: int = 20
     # A file of librdkafka properties (TLS, SASL...) for every Kafka client.
     kafka_client_properties: str = ""
     default_storage: str = "postgres"
@@ -63,6 +69,9 @@ class Settings:
         parse_attribute_list(self.admins, "NAKADI_ADMINS")
         parse_realms(self.oauth2_realms)
         _ = self.kafka_client_config  # an unusable properties file stops the start too
+        if not 1 <= self.kafka_stream_fetch_wait_ms <= MAX_FETCH_WAIT_MS:
+            raise ValueError(f"NAKADI_KAFKA_STREAM_FETCH_WAIT_MS={self.kafka_stream_fetch_wait_ms}"
+                             f" is not between 1 and {MAX_FETCH_WAIT_MS} (milliseconds)")
 
     @cached_property
     def kafka_client_config(self) -> dict[str, str]:

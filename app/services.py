@@ -27,7 +27,8 @@ class Services:
         self.pool = ConnectionPool(settings.database_url, settings.database_pool_size,
                                    settings.database_timeout_s)
         self.engines = Engines(self.pool, settings.kafka_timeout_s,
-                               settings.kafka_client_config)
+                               settings.kafka_client_config,
+                               settings.kafka_stream_fetch_wait_ms)
         self.event_types = EventTypeCache(self.pool)
         self.subscriptions = SubscriptionCache(self.pool)
         self.security = Security(settings, self.pool)

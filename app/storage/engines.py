@@ -11,16 +11,20 @@ from app.repository.storages import Storage, get_storage, list_storages
 from app.storage.engine import StorageEngine, StorageError
 
 DEFAULT_KAFKA_TIMEOUT_S = 10.0
+DEFAULT_KAFKA_STREAM_FETCH_WAIT_MS = 20
 
 log = logging.getLogger(__name__)
 
 
 def build_engine(storage: Storage, pool: ConnectionPool,
                  kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S,
-                 kafka_client_config: Mapping[str, str] | None = None) -> StorageEngine:
+                 kafka_client_config: Mapping[str, str] | None = None,
+                 kafka_stream_fetch_wait_ms: int = DEFAULT_KAFKA_STREAM_FETCH_WAIT_MS
+                 ) -> StorageEngine:
     """The engine for one storage row. A ``postgres`` storage without its own
     ``database_url`` keeps its log in the metadata database; a ``kafka`` storage's
-    clients get ``kafka_client_config`` (how to connect: TLS, SASL)."""
+    clients get ``kafka_client_config`` (how to connect: TLS, SASL), and its stream
+    readers' fetches wait up to ``kafka_stream_fetch_wait_ms`` for new events."""
     if storage.storage_type == "postgres":
         from app.storage.postgres import PostgresEngine
 
@@ -32,7 +36,8 @@ def build_engine(storage: Storage, pool: ConnectionPool,
         from app.storage.kafka import KafkaEngine
 
         return KafkaEngine(storage.configuration["bootstrap_servers"], kafka_client_config,
-                           timeout=kafka_timeout_s)
+                           timeout=kafka_timeout_s,
+                           stream_fetch_wait_ms=kafka_stream_fetch_wait_ms)
     raise StorageError(f"storage {storage.id} has unknown type {storage.storage_type}")
 
 
@@ -41,10 +46,12 @@ class Engines:
 
     def __init__(self, pool: ConnectionPool,
                  kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S,
-                 kafka_client_config: Mapping[str, str] | None = None) -> None:
+                 kafka_client_config: Mapping[str, str] | None = None,
+                 kafka_stream_fetch_wait_ms: int = DEFAULT_KAFKA_STREAM_FETCH_WAIT_MS) -> None:
         self._pool = pool
         self._kafka_timeout_s = kafka_timeout_s
         self._kafka_client_config = kafka_client_config
+        self._kafka_stream_fetch_wait_ms = kafka_stream_fetch_wait_ms
         self._engines: dict[str, StorageEngine] = {}
 
     def get(self, storage_id: str) -> StorageEngine:
@@ -54,7 +61,8 @@ class Engines:
             if storage is None:
                 raise StorageError(f"there is no storage {storage_id}")
             engine = self._engines[storage_id] = build_engine(
-                storage, self._pool, self._kafka_timeout_s, self._kafka_client_config)
+                storage, self._pool, self._kafka_timeout_s, self._kafka_client_config,
+                self._kafka_stream_fetch_wait_ms)
         return engine
 
     def all(self) -> dict[str, StorageEngine]:

@@ -35,3 +35,12 @@ def test_booleans_read_as_people_write_them():
     assert Settings.from_env({"NAKADI_METRICS_ENABLED": "1"}).metrics_enabled is True
     with pytest.raises(ValueError, match="NAKADI_METRICS_ENABLED='maybe' is not a valid bool"):
         Settings.from_env({"NAKADI_METRICS_ENABLED": "maybe"})
+
+
+def test_the_kafka_stream_fetch_wait_is_configurable_within_bounds():
+    assert Settings.from_env({}).kafka_stream_fetch_wait_ms == 20
+    settings = Settings.from_env({"NAKADI_KAFKA_STREAM_FETCH_WAIT_MS": "500"})
+    assert settings.kafka_stream_fetch_wait_ms == 500
+    for wrong in ("0", "10001"):
+        with pytest.raises(ValueError, match="NAKADI_KAFKA_STREAM_FETCH_WAIT_MS"):
+            Settings.from_env({"NAKADI_KAFKA_STREAM_FETCH_WAIT_MS": wrong})

@@ -31,7 +31,10 @@ class KafkaEngine(StorageEngine):
 
     ``client_config`` holds extra librdkafka properties (security, tuning) for
     every client; they override the engine's defaults. ``timeout`` bounds how long
-    an append waits for its acknowledgements and any call waits for the broker.
+    an append waits for its acknowledgements and any call waits for the broker;
+    ``stream_fetch_wait_ms`` how long a stream reader's fetch that found nothing may be
+    held (``STREAM_FETCH_WAIT_MS`` suits Tansu; Apache Kafka answers a held fetch when
+    events arrive, so a longer wait costs no latency there and idle readers less).
     ``create_topic`` of an existing topic raises ``StorageError``.
 
     Clients and threads start on first use, so an engine built before gunicorn
@@ -46,8 +49,10 @@ class KafkaEngine(StorageEngine):
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         max_threads: int = DEFAULT_MAX_THREADS,
+        stream_fetch_wait_ms: int = STREAM_FETCH_WAIT_MS,
     ) -> None:
         self._timeout = timeout
+        self._stream_fetch_wait_ms = stream_fetch_wait_ms
         self._threads = BlockingCalls(max_threads)
         self._clients = Clients(bootstrap_servers, client_config or {}, self._client_error)
         self._topics = Topics(self._clients, self._threads, timeout)
@@ -100,7 +105,7 @@ class KafkaEngine(StorageEngine):
             self._topics.check_partition(topic, partition)
         assignment = [TopicPartition(topic, p, after + 1) for p, after in positions.items()]
         consumer = self._threads.run(
-            topic, self._clients.consumer, assignment, STREAM_FETCH_WAIT_MS)
+            topic, self._clients.consumer, assignment, self._stream_fetch_wait_ms)
         reader = KafkaStreamReader(
             self._threads, consumer, topic, positions, self._readers.discard,
             self._availability.raise_if_down)
