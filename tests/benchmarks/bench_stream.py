@@ -72,12 +72,18 @@ def stream_throughput(port: int, name: str, count: int, batch_limit: int = 1000,
     response = conn.getresponse()
     if response.status != 200:
         raise RuntimeError(response.read().decode())
-    received = 0
-    while chunk := response.read1(1 << 20):
-        received += len(chunk)
+    received = read_to_end(response)
     elapsed = time.perf_counter() - started
     conn.close()
     return count / elapsed, received / elapsed / 1e6
+
+
+def read_to_end(response: http.client.HTTPResponse) -> int:
+    """Reads a stream to its end without parsing it; the bytes received."""
+    received = 0
+    while chunk := response.read1(1 << 20):
+        received += len(chunk)
+    return received
 
 
 def publish_paced(port: int, name: str, rate: float, seconds: float,

@@ -56,7 +56,12 @@ import requests
 
 from app.config import Settings
 from tests.benchmarks.bench_publish import create_event_type, order_event, workers_cpu_s
-from tests.benchmarks.bench_stream import prepublish, publish_paced, stream_throughput
+from tests.benchmarks.bench_stream import (
+    prepublish,
+    publish_paced,
+    read_to_end,
+    stream_throughput,
+)
 from tests.benchmarks.harness import percentile, running_broker, set_default_storage
 from tests.benchmarks.idle_streams import idle_streams
 
@@ -82,23 +87,16 @@ class SubscriptionClient:
         self._commits = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         query = "&".join(f"{key}={value}" for key, value in params.items())
         self._stream.request("GET", f"/subscriptions/{subscription_id}/events?{query}")
-        self._response = self._stream.getresponse()
-        if self._response.status != 200:
-            raise RuntimeError(f"{self._response.status}: {self._response.read().decode()}")
-        self.stream_id = self._response.getheader("X-Nakadi-StreamId")
+        self.response = self._stream.getresponse()
+        if self.response.status != 200:
+            raise RuntimeError(f"{self.response.status}: {self.response.read().decode()}")
+        self.stream_id = self.response.getheader("X-Nakadi-StreamId")
 
     def batches(self) -> Iterator[dict]:
         """Each batch as it arrives, until the server ends the stream."""
-        while line := self._response.readline():
+        while line := self.response.readline():
             if line.strip():
                 yield orjson.loads(line)
-
-    def drain(self) -> int:
-        """Reads the stream to its end without parsing it; the bytes received."""
-        received = 0
-        while chunk := self._response.read1(1 << 20):
-            received += len(chunk)
-        return received
 
     def commit(self, cursors: list[dict]) -> None:
         self._commits.request(
@@ -188,7 +186,7 @@ def line_throughput(port: int, base_url: str, name: str, count: int) -> float:
     client = SubscriptionClient(port, create_subscription(base_url, name), batch_limit=1,
                                 stream_limit=count, max_uncommitted_events=count)
     started = time.perf_counter()
-    client.drain()
+    read_to_end(client.response)
     elapsed = time.perf_counter() - started
     client.close()
     return count / elapsed

@@ -13,6 +13,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, HistogramMetricF
 from app.config import Settings
 from app.monitoring import figures, kpi, recording, ticker
 from app.monitoring.exposition import _quantile, dropwizard, prometheus_text
+from tests.helpers.clock import Clock
 
 
 def test_quantiles_interpolate_within_their_bucket():
@@ -66,14 +67,6 @@ def test_kpi_events_past_the_queue_capacity_are_dropped_and_counted(monkeypatch)
     assert publisher.pending() == 100
     assert dropped._value.get() - before == 5
     publisher._greenlet.kill()  # its services are not real: it must not publish
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 def test_a_stream_adds_what_it_sent_to_its_counters_each_second_and_at_its_end():

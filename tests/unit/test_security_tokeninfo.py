@@ -22,6 +22,7 @@ from app.security.tokeninfo import (
     TokenInfoClient,
     TokenInfoUnavailable,
 )
+from tests.helpers.clock import Clock
 
 URL = "https://auth.example.com/oauth2/tokeninfo"
 REALMS = parse_realms("/employees=user,/services=service")
@@ -121,14 +122,6 @@ def test_well_formed_headers_give_the_token(header, token):
     assert bearer_token(header) == token
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def counting_lookup(expires_in: float | None = 3600):
     calls: list[str] = []
 
@@ -140,7 +133,7 @@ def counting_lookup(expires_in: float | None = 3600):
 
 def test_the_cache_answers_until_its_ttl():
     lookup, calls = counting_lookup()
-    clock = Clock()
+    clock = Clock(1000.0)
     cache = TokenCache(lookup, 10, ttl_s=60, clock=clock)
     assert cache.get("a").uid == "a" and cache.get("a").uid == "a"
     assert calls == ["a"]
@@ -154,7 +147,7 @@ def test_the_cache_answers_until_its_ttl():
 
 def test_the_cache_never_keeps_a_token_past_its_expires_in():
     lookup, calls = counting_lookup(expires_in=5)
-    clock = Clock()
+    clock = Clock(1000.0)
     cache = TokenCache(lookup, 10, ttl_s=60, clock=clock)
     cache.get("a")
     clock.now += 5

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 from app.streaming.batcher import Batcher
 from app.streaming.limits import StreamLimits
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
+from tests.helpers.clock import Clock
 
 
 def events(*names: str) -> list[bytes]:
