@@ -5,6 +5,11 @@ Under ``subscription_path(id)``:
 - ``sessions/<stream id>``: ephemeral, one per open stream, JSON
   ``{"requested": [[event type, partition], ...], "closing": false}``; it goes
   when the stream ends or its ZooKeeper session dies.
+- ``commits/<stream id>``: ephemeral, made and removed with the session node.
+  Each commit for the stream sets it to what it committed, JSON
+  ``[[event type, partition, offset], ...]``, so its version counts the
+  commits: the stream watches this one node, not an offset per partition (a
+  commit of eight partitions fired eight watches and eight reads).
 - ``topology``: JSON ``{"partitions": [...]}``, which session streams which
   partition. Only ever changed by a versioned ``set`` of a value computed
   from the version read; a lost race reads again and recomputes.
@@ -24,13 +29,12 @@ import contextlib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
-import gevent
 import orjson
 from kazoo.client import KazooClient
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
-from app.coordination.nodes import create_all
+from app.coordination.nodes import create_all, delete_all
 from app.coordination.subscription_nodes import subscription_path
 from app.domain.topology import PartitionAssignment, PartitionKey, Session, Topology, key_order
 from app.subscriptions.rebalance import rebalance
@@ -80,6 +84,16 @@ def _session_from(session_id: str, data: bytes) -> Session:
                    bool(fields.get("closing", False)))
 
 
+def _announcement_json(offsets: Mapping[PartitionKey, str]) -> bytes:
+    return orjson.dumps([[event_type, partition, offset]
+                         for (event_type, partition), offset in offsets.items()])
+
+
+def _announcement_from(data: bytes) -> dict[PartitionKey, str]:
+    return {(event_type, partition): offset
+            for event_type, partition, offset in (orjson.loads(data) if data else ())}
+
+
 def _session_json(session: Session) -> bytes:
     return orjson.dumps({"requested": sorted(session.requested, key=key_order),
                          "closing": session.closing})
@@ -93,6 +107,7 @@ class SubscriptionState:
         self.subscription_id = subscription_id
         self.root = subscription_path(subscription_id)
         self.sessions_path = f"{self.root}/sessions"
+        self.commits_path = f"{self.root}/commits"
         self.topology_path = f"{self.root}/topology"
         self.offsets_path = f"{self.root}/offsets"
         self.reset_path = f"{self.root}/reset"
@@ -103,9 +118,10 @@ class SubscriptionState:
     # Sessions
 
     def register(self, session: Session) -> None:
-        """Add an open stream; creates the subscription's tree on its first stream."""
-        create_all(self.zookeeper, [(f"{self.sessions_path}/{session.id}",
-                                     _session_json(session))], ephemeral=True)
+        """Add an open stream and the node its commits are announced on; creates the
+        subscription's tree on its first stream."""
+        create_all(self.zookeeper, [(f"{self.sessions_path}/{session.id}", _session_json(session)),
+                                    (f"{self.commits_path}/{session.id}", b"")], ephemeral=True)
 
     def mark_closing(self, session: Session) -> None:
         closing = Session(session.id, session.requested, closing=True)
@@ -113,8 +129,8 @@ class SubscriptionState:
             self.zookeeper.set(f"{self.sessions_path}/{session.id}", _session_json(closing))
 
     def unregister(self, session_id: str) -> None:
-        with contextlib.suppress(NoNodeError):
-            self.zookeeper.delete(f"{self.sessions_path}/{session_id}")
+        delete_all(self.zookeeper, [f"{self.sessions_path}/{session_id}",
+                                    f"{self.commits_path}/{session_id}"])
 
     def sessions(self, watch: Watch = None) -> list[Session]:
         """The open streams; ``watch`` fires once when one comes or goes."""
@@ -206,47 +222,43 @@ class SubscriptionState:
     def offsets_initialized(self) -> bool:
         return self.zookeeper.exists(self.offsets_path) is not None
 
-    def committed(self, key: PartitionKey, watch: Watch = None) -> str | None:
-        """The committed offset of a partition (None if none was ever stored);
-        ``watch`` fires once on the next commit."""
+    def committed(self, key: PartitionKey) -> str | None:
+        """The committed offset of a partition (None if none was ever stored)."""
         try:
-            data, _ = self.zookeeper.get(self.offset_path(key), watch=watch)
+            data, _ = self.zookeeper.get(self.offset_path(key))
         except NoNodeError:
-            if watch is not None:
-                self.zookeeper.exists(self.offset_path(key), watch=watch)
             return None
         return data.decode()
 
-    def committed_many(self, keys: Iterable[PartitionKey],
-                       watch_for: Callable[[PartitionKey], Watch] | None = None
-                       ) -> dict[PartitionKey, str | None]:
+    def committed_many(self, keys: Iterable[PartitionKey]) -> dict[PartitionKey, str | None]:
         """``committed`` of several partitions in one round trip (the reads run at once)."""
         zookeeper = self.zookeeper
-        pending = {key: zookeeper.get_async(self.offset_path(key),
-                                            watch=watch_for(key) if watch_for else None)
-                   for key in keys}
+        pending = {key: zookeeper.get_async(self.offset_path(key)) for key in keys}
         found: dict[PartitionKey, str | None] = {}
         for key, result in pending.items():
             try:
                 data, _ = result.get()
                 found[key] = data.decode()
             except NoNodeError:
-                found[key] = self.committed(key, watch_for(key) if watch_for else None)
+                found[key] = None
         return found
 
-    def committed_later(self, key: PartitionKey, watch: Watch,
-                        done: Callable[[PartitionKey, str | Exception | None], None]) -> None:
-        """``committed`` in a greenlet of its own: ``done`` gets the offset (or the
-        error) once read; ``watch`` fires once on the next commit."""
-        def read() -> None:
-            try:
-                committed = self.committed(key, watch)
-            except Exception as error:  # handed to the stream, which ends
-                done(key, error)
-            else:
-                done(key, committed)
+    def announced(self, session_id: str, watch: Watch
+                  ) -> tuple[dict[PartitionKey, str], int] | None:
+        """What the last commit for the stream committed, and how many commits there
+        were (the node's version); None once the stream's session is gone. ``watch``
+        fires once on the next commit for the stream, on whatever instance."""
+        try:
+            data, stat = self.zookeeper.get(f"{self.commits_path}/{session_id}", watch=watch)
+        except NoNodeError:
+            return None
+        return _announcement_from(data), stat.version
 
-        gevent.spawn(read)
+    def announce(self, session_id: str, offsets: Mapping[PartitionKey, str]) -> None:
+        """Tell the stream what was committed for it, after a commit that was not
+        written in one transaction with its announcement."""
+        with contextlib.suppress(NoNodeError):  # the stream ended
+            self.zookeeper.set(f"{self.commits_path}/{session_id}", _announcement_json(offsets))
 
     def commit_check(self, session_id: str, keys: Iterable[PartitionKey]) -> CommitCheck:
         """What a commit decides on, read in one round trip: whether the session is
@@ -303,11 +315,13 @@ class SubscriptionState:
     def commit_if_unchanged(self, session_id: str, offsets: Mapping[PartitionKey, str],
                             topology_version: int, versions: Mapping[PartitionKey, int]
                             ) -> dict[PartitionKey, int] | None:
-        """Write the offsets in one multi-operation, on condition that the session is
-        open and the topology and each offset are still at the versions given. The
-        offsets' new versions, or None when a condition failed (nothing is written)."""
+        """Write the offsets and announce them to the stream in one multi-operation, on
+        condition that the session is open (its commits node is there: they come and
+        go together) and the topology and each offset are still at the versions given.
+        The offsets' new versions, or None when a condition failed (nothing is
+        written)."""
         transaction = self.zookeeper.transaction()
-        transaction.check(f"{self.sessions_path}/{session_id}", -1)
+        transaction.set_data(f"{self.commits_path}/{session_id}", _announcement_json(offsets))
         transaction.check(self.topology_path, topology_version)
         for key, offset in offsets.items():
             transaction.set_data(self.offset_path(key), offset.encode(), versions[key])

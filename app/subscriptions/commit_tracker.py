@@ -1,5 +1,5 @@
 """The commit bookkeeping of one subscription stream: how far each partition it
-holds was sent and committed, the committed offsets its ZooKeeper watches (or
+holds was sent and committed, the committed offsets its ZooKeeper watch (or
 commits in this process) report, the ``commit_timeout`` clock, and which
 partitions being handed over are done.
 
@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+import gevent
 import gevent.event
 
 from app.coordination.subscription_state import SubscriptionState
@@ -47,39 +48,58 @@ class CommitTracker:
         self._params = params
         self._wake = wake  # set when a committed offset was read
         self._clock = clock
-        self._commits_read: dict[PartitionKey, str | Exception | None] = {}
-        self._commit_watches: dict[PartitionKey, Callable[[object], None]] = {}
+        self._commits_read: dict[PartitionKey, str] = {}
+        self._read_error: Exception | None = None
+        self._announcements = 0  # the commits node's version: commits seen so far
         self.commit_deadline: float | None = None
 
-    def commit_seen(self, key: PartitionKey) -> Callable[[object], None]:
-        """The watch on a partition's committed offset: read it again (arming the next
-        watch) without holding up the stream's loop, which applies what was read. One
-        function per partition, so that kazoo keeps one watch however often it is armed."""
-        watch = self._commit_watches.get(key)
-        if watch is None:
-            def watch(_event: object) -> None:
-                self._state.committed_later(key, self.commit_seen(key), self._commit_read)
-            self._commit_watches[key] = watch
-        return watch
+    def watch_commits(self) -> None:
+        """Follow the commits announced for the stream, from the first."""
+        self._read_announcement()
 
-    def _commit_read(self, key: PartitionKey, committed: str | Exception | None) -> None:
-        """A committed offset read (or told by a commit in this process)."""
-        self._commits_read[key] = committed
-        self._wake.set()
+    def _announced(self, _event: object) -> None:
+        # kazoo runs watches one after another: read in a greenlet of its own.
+        gevent.spawn(self._read_announcement)
+
+    def _read_announcement(self) -> None:
+        """Read the last commit's offsets, arming the watch for the next; when more
+        than one commit came since the last read, read every partition's offset."""
+        try:
+            announced = self._state.announced(self._session_id, self._announced)
+            if announced is None:
+                return  # the session is gone; the stream sees that itself
+            offsets, count = announced
+            seen, self._announcements = self._announcements, count
+            if count == seen:
+                return
+            if count != seen + 1:
+                offsets = {key: offset for key, offset
+                           in self._state.committed_many(list(self._held)).items()
+                           if offset is not None}
+        except Exception as error:  # handed to the stream, which ends
+            self._read_error = error
+            self._wake.set()
+        else:
+            self.committed_here(offsets)
 
     def committed_here(self, offsets: Mapping[PartitionKey, str]) -> None:
+        """Committed offsets read, or told by a commit in this process. Reads may
+        finish out of order; within a stream's life an offset only moves forward."""
         for key, offset in offsets.items():
-            self._commit_read(key, offset)
+            known = self._commits_read.get(key)
+            if known is None or offset > known:
+                self._commits_read[key] = offset
+        self._wake.set()
 
     def position(self, key: PartitionKey, committed: str | None) -> int:
         return self._partitions.position(key, committed) if committed else -1
 
     def apply_commits(self) -> None:
         """Take in the committed offsets read since the last turn."""
+        if self._read_error is not None:
+            raise self._read_error
         read, self._commits_read = self._commits_read, {}
         for key, committed in read.items():
-            if isinstance(committed, Exception):
-                raise committed
             self._update_committed(key, self.position(key, committed))
 
     def _update_committed(self, key: PartitionKey, position: int) -> None:

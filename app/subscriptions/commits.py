@@ -1,8 +1,8 @@
 """Committing cursors (POST) and resetting them (PATCH).
 
 A commit must come from a stream that is open (or closing) and holds the
-partitions committed; each offset only moves forward. The stream that holds
-a partition watches its committed offset, so a commit frees its
+partitions committed; each offset only moves forward. Each commit is announced
+on the stream's commits node, which the stream watches, so a commit frees its
 ``max_uncommitted_events`` room at once, on whatever instance it runs.
 
 A reset marks the subscription (new streams get 409), waits for its streams
@@ -115,8 +115,12 @@ def _commit_on_read_versions(state: SubscriptionState, stream_id: str,
                                         if known is not None})
     # ``lost``: to a concurrent commit that went further
     lost, versions = state.commit_all(moved, check.offsets)
-    local_streams.committed(stream_id, {key: offset for key, offset in moved.items()
-                                        if key not in lost})
+    written = {key: offset for key, offset in moved.items() if key not in lost}
+    if written:
+        # Not one transaction with the writes: a crash in between leaves the stream
+        # unaware until its client's next commit, or its commit_timeout.
+        state.announce(stream_id, written)
+    local_streams.committed(stream_id, written)
     _remember(state.subscription_id, check, moved, versions)
     return [CommitResult(cursor.sent, "committed" if forward and cursor.key not in lost
                          else "outdated") for cursor, forward in results]

@@ -10,8 +10,8 @@ An explicit state machine:
   session from their committed offsets, batch them (``app.streaming``), pause
   at ``max_uncommitted_events``, hand a partition over when the topology says
   ``reassigning`` once its batches are committed; ZooKeeper watches (topology,
-  sessions, the stream's own session node, the reset marker, the committed
-  offsets of its partitions) wake the loop, nothing is polled per event;
+  sessions, the stream's own session node, the reset marker, the commits
+  announced for it) wake the loop, nothing is polled per event;
 - ``closing`` (after a limit ended the stream and the connection closed): the
   session is marked closing, so its partitions can go to newer streams, and
   stays until the client committed what it was sent or ``commit_timeout`` ran
@@ -117,6 +117,7 @@ class SubscriptionStream:
             mine = topology.heading_to(self.id)
             if not mine or not self._params.requested <= {p.key for p in mine}:
                 raise StreamRefused(409, self._refusal(topology))
+            self._commits.watch_commits()
         except BaseException:
             self._leave()
             raise
@@ -271,7 +272,7 @@ class SubscriptionStream:
         # stream started before this one's first turn): held with nothing sent, it is
         # handed over at once.
         new = sorted((streaming | releasing) - set(self._held), key=key_order)
-        for key, committed in self._state.committed_many(new, self._commits.commit_seen).items():
+        for key, committed in self._state.committed_many(new).items():
             position = self._commits.position(key, committed)
             self._held[key] = HeldPartition(position, position, position)
             if key in releasing:

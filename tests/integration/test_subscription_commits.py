@@ -89,3 +89,16 @@ def test_an_ended_stream_cannot_commit(states):
     with pytest.raises(CommitRefused, match="not an open stream"):
         results(mine, offset(4), offset(4))
     assert [theirs.committed(key) for key in KEYS] == [offset(1), offset(1)]
+
+
+def test_every_commit_is_announced_to_its_stream_with_what_it_moved(states):
+    mine, theirs = states
+    # The fixture's commit took the slow path (nothing was known yet): announced too.
+    assert theirs.announced("s", None) == ({KEYS[0]: offset(1), KEYS[1]: offset(1)}, 1)
+    assert results(mine, offset(2)) == ["committed"]
+    assert theirs.announced("s", None) == ({KEYS[0]: offset(2)}, 2)
+    assert theirs.commit(KEYS[0], offset(7))  # another instance: the slow path follows
+    assert results(mine, offset(5), offset(5)) == ["outdated", "committed"]
+    assert theirs.announced("s", None) == ({KEYS[1]: offset(5)}, 3)
+    assert results(mine, offset(6), offset(5)) == ["outdated", "outdated"]
+    assert theirs.announced("s", None)[1] == 3  # nothing moved: nothing announced

@@ -128,13 +128,30 @@ def test_commits_only_move_forward_even_when_racing(zookeeper, other_client, sub
     assert states[0].committed(KEYS[2]) == "001-0001--1"
 
 
-def test_a_commit_wakes_a_watch_of_the_offset(zookeeper, other_client, subscription_id):
+def test_a_commit_announced_by_another_client_wakes_the_streams_watch(
+        zookeeper, other_client, subscription_id):
     state = SubscriptionState(zookeeper, subscription_id)
-    state.initialize_offsets({key: "001-0001--1" for key in KEYS})
+    state.register(Session("s"))
     fired = gevent.event.Event()
-    state.committed(KEYS[0], watch=lambda event: fired.set())
-    SubscriptionState(other_client, subscription_id).commit(KEYS[0], offset(1))
+    assert state.announced("s", lambda event: fired.set()) == ({}, 0)
+    SubscriptionState(other_client, subscription_id).announce("s", {KEYS[0]: offset(1)})
     assert fired.wait(10)
+    assert state.announced("s", None) == ({KEYS[0]: offset(1)}, 1)
+
+
+def test_a_session_and_its_commits_node_come_and_go_together(zookeeper, other_client,
+                                                             subscription_id):
+    mine = SubscriptionState(zookeeper, subscription_id)
+    mine.register(Session("a"))
+    theirs = SubscriptionState(other_client, subscription_id)
+    theirs.register(Session("b"))
+    mine.unregister("a")
+    assert mine.announced("a", None) is None
+    theirs.announce("a", {KEYS[0]: offset(1)})  # the stream ended: nobody to tell
+    assert mine.announced("a", None) is None
+    other_client.stop()  # its ZooKeeper session dies, and both nodes with it
+    assert mine.announced("b", None) is None
+    assert mine.sessions() == []
 
 
 def test_a_reset_can_run_only_once_at_a_time_and_dies_with_its_client(

@@ -110,10 +110,16 @@ def append(engine, topic, partition: int, count: int) -> None:
     engine.append(topic, partition, [json.dumps({"n": n}).encode() for n in range(count)])
 
 
-def commit(zookeeper, subscription, batch) -> bool:
+def commit(zookeeper, subscription, client: Client, batch) -> bool:
+    """Commit the batch's cursor for the client's stream as another instance does: the
+    stream learns of it through its watch on the announcements."""
     cursor = batch["cursor"]
-    return SubscriptionState(zookeeper, subscription.id).commit(
-        (cursor["event_type"], cursor["partition"]), cursor["offset"])
+    key = (cursor["event_type"], cursor["partition"])
+    state = SubscriptionState(zookeeper, subscription.id)
+    if not state.commit(key, cursor["offset"]):
+        return False
+    state.announce(client.stream.id, {key: cursor["offset"]})
+    return True
 
 
 def test_batches_carry_subscription_cursors_and_pause_until_committed(
@@ -132,7 +138,7 @@ def test_batches_carry_subscription_cursors_and_pause_until_committed(
         # Two uncommitted: only keep-alives until the commit.
         for _ in range(3):
             assert "events" not in client.batch()
-        assert commit(zookeeper, subscription, first)
+        assert commit(zookeeper, subscription, client, first)
         second = client.events_batch()
         assert [e["n"] for e in second["events"]] == [2, 3]
     finally:
@@ -152,7 +158,7 @@ def test_a_second_stream_takes_partitions_once_the_first_committed(
         topology = state.topology()
         assert len(topology.heading_to(second.stream.id)) == 1
         # The first stream holds an uncommitted event; after the commit the moves finish.
-        commit(zookeeper, subscription, delivered)
+        commit(zookeeper, subscription, first, delivered)
         wait_until(lambda: sorted(len(state.topology().held_by(c.stream.id))
                                   for c in (first, second)) == [1, 2]
                    and all(p.state == "assigned" for p in state.topology().partitions))
