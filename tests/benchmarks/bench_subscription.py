@@ -20,10 +20,11 @@ For each engine it prints:
   with batch_limit 1 (Nakadi's default, a line per event) and a
   max_uncommitted_events that covers them all, so no commit is needed;
 - commit cost: ``--commits`` commits sent one after another, each moving one
-  partition of an open stream forward by one event: commits/s, p50/p99 latency
-  and the workers' CPU per commit (the request, ZooKeeper's round trip and
-  watch, and the stream's wake-up), which sets how much a stream that commits
-  often pays on top of the low-level stream;
+  partition of an open stream forward by one event, then as many moving 8
+  partitions each: commits/s, p50/p99 latency and the workers' CPU per commit
+  (the request, ZooKeeper's round trip and watch, and the stream's wake-up),
+  which sets how much a stream that commits often pays on top of the low-level
+  stream;
 - latency: single events published over HTTP at ``--rate`` events/s to a
   subscription stream with batch_limit 1 whose client commits the same way;
   p50/p99 from the publish to the arrival of the event;
@@ -192,33 +193,41 @@ def line_throughput(port: int, base_url: str, name: str, count: int) -> float:
     return count / elapsed
 
 
-def commit_cost(port: int, base_url: str, name: str, count: int
+def commit_cost(port: int, base_url: str, name: str, count: int, width: int
                 ) -> tuple[float, list[float], float]:
     """Commits/s, the latencies (ms) and the workers' CPU ms per commit of
-    ``count`` commits sent one after another, each one event further in a partition
-    of a new subscription's stream over ``name`` (batch_limit 1; the stream holds
-    ``count`` events uncommitted, so each commit lets it send one more)."""
+    ``count`` commits sent one after another, each one event further in ``width``
+    partitions of a new subscription's stream over ``name``, whose partitions hold
+    ``count`` events each or more (batch_limit 1; the stream has sent them all
+    before the first commit, so a commit costs no streaming)."""
     client = SubscriptionClient(port, create_subscription(base_url, name), batch_limit=1,
-                                max_uncommitted_events=count)
-    cursors: list[dict] = []
+                                max_uncommitted_events=commit_cost_events(count))
+    by_partition: dict[str, list[dict]] = {}
     for batch in client.batches():
         if batch.get("events"):
-            cursors.append(batch["cursor"])
-            if len(cursors) == count:
+            by_partition.setdefault(batch["cursor"]["partition"], []).append(batch["cursor"])
+            full = [cursors for cursors in by_partition.values() if len(cursors) >= count]
+            if len(full) == width:
                 break
+    commits = [[cursors[n] for cursors in full] for n in range(count)]
     latencies: list[float] = []
 
     def commit_each() -> float:
         started = time.perf_counter()
-        for cursor in cursors:
+        for cursors in commits:
             sent = time.perf_counter()
-            client.commit([cursor])
+            client.commit(cursors)
             latencies.append((time.perf_counter() - sent) * 1000)
         return time.perf_counter() - started
 
     elapsed, cpu_s = with_workers_cpu(port, commit_each)
     client.close()
     return count / elapsed, latencies, cpu_s * 1000 / count
+
+
+def commit_cost_events(count: int) -> int:
+    """The events ``prepublish`` appends so that each partition holds ``count`` or more."""
+    return PARTITIONS * 1000 * -(-count // 1000)
 
 
 def end_to_end_latency(port: int, base_url: str, name: str, rate: float,
@@ -345,11 +354,14 @@ def main() -> None:
             rate = line_throughput(port, base_url, name, args.events)
             print(f"{engine:9} subscription stream, batch_limit 1, no commit needed"
                   f" (max_uncommitted_events {args.events}): {rate:,.0f} events/s", flush=True)
-            count = min(args.commits, args.events)
-            if count:
-                per_s, latencies, cpu_ms = commit_cost(port, base_url, name, count)
-                print(f"{engine:9} {count} commits one after another: {per_s:,.0f}/s,"
-                      f" p50 {percentile(latencies, 0.5):.1f} ms,"
+            if args.commits:
+                name = create_event_type(base_url)
+                prepublish(settings, name, engine, commit_cost_events(args.commits))
+            for width in (1, PARTITIONS) if args.commits else ():
+                per_s, latencies, cpu_ms = commit_cost(port, base_url, name, args.commits, width)
+                print(f"{engine:9} {args.commits} commits of {width} partition(s) one after"
+                      " another:"
+                      f" {per_s:,.0f}/s, p50 {percentile(latencies, 0.5):.1f} ms,"
                       f" p99 {percentile(latencies, 0.99):.1f} ms;"
                       f" workers' CPU {cpu_ms:.2f} ms per commit", flush=True)
             name = create_event_type(base_url)
