@@ -3,28 +3,32 @@ measured in the same run (machines here vary up to 2x from one run to the next).
 
     python -m tests.benchmarks.bench_subscription [--events 300000] [--rate 200]
         [--seconds 20] [--idle-streams 1000] [--max-uncommitted 2000,20000]
-        [--commits 2000] [--engines postgres,kafka]
+        [--rounds 3] [--commits 2000] [--engines postgres,kafka]
 
 For each engine it prints:
 - throughput: events/s of one subscription stream from ``begin`` over
-  ``--events`` pre-published ~200-byte events, once for each
-  ``--max-uncommitted`` (the stream pauses at that many uncommitted events, so
-  its rate is at most that window per commit round trip), batch_limit 100, the client
-  committing every batch (from a second thread, so reading goes on while a
-  commit is under way; batches that arrived during a commit are committed
-  together by their newest cursor per partition); next to the low-level
-  stream's rate over the same events with the same batch_limit, the commits'
-  p50/p99 latency, and the gunicorn workers' CPU seconds per million events
-  for each stream;
+  ``--events`` pre-published ~200-byte events, for each ``--max-uncommitted``
+  (the stream pauses at that many uncommitted events, so its rate is at most
+  that window per commit round trip), batch_limit 100, the client committing
+  every batch (from a second thread, so reading goes on while a commit is under
+  way; batches that arrived during a commit are committed together by their
+  newest cursor per partition); each run paired with one of the low-level
+  stream over the same events with the same batch_limit, ``--rounds`` times:
+  the median share and each round's, the commits' p50/p99 latency, and the
+  gunicorn workers' CPU seconds per million events for each stream. Like the
+  low-level stream's client, the subscription's leaves the events unparsed: it
+  reads each batch's cursor (to commit it) and counts its events;
 - lines: events/s of a subscription stream from ``begin`` over the same events
   with batch_limit 1 (Nakadi's default, a line per event) and a
   max_uncommitted_events that covers them all, so no commit is needed;
-- commit cost: ``--commits`` commits sent one after another, each moving one
-  partition of an open stream forward by one event, then as many moving 8
-  partitions each: commits/s, p50/p99 latency and the workers' CPU per commit
-  (the request, ZooKeeper's round trip and watch, and the stream's wake-up),
-  which sets how much a stream that commits often pays on top of the low-level
-  stream;
+- commit cost (measured first, as its commits also warm ZooKeeper up: its CPU
+  per commit halves over the first few thousand while the JVM compiles, and a
+  ZooKeeper that has run for a while is warm): ``--commits`` commits sent one
+  after another, each moving one partition of an open stream forward by one
+  event, then as many moving 8 partitions each: commits/s, p50/p99 latency and
+  the workers' CPU per commit (the request, ZooKeeper's round trip and watch,
+  and the stream's wake-up), which sets how much a stream that commits often
+  pays on top of the low-level stream;
 - latency: single events published over HTTP at ``--rate`` events/s to a
   subscription stream with batch_limit 1 whose client commits the same way;
   p50/p99 from the publish to the arrival of the event;
@@ -45,6 +49,7 @@ import argparse
 import contextlib
 import http.client
 import queue
+import statistics
 import threading
 import time
 import uuid
@@ -98,6 +103,19 @@ class SubscriptionClient:
         while line := self.response.readline():
             if line.strip():
                 yield orjson.loads(line)
+
+    def cursors(self) -> Iterator[tuple[dict, int]]:
+        """The cursor and the number of events of each batch with events as it arrives,
+        the events left unparsed, as the low-level stream's benchmark leaves them (a
+        client that hands batches on as they come)."""
+        rest = b""
+        while chunk := self.response.read1(1 << 20):
+            lines = (rest + chunk).split(b"\n")
+            rest = lines.pop()
+            for line in lines:
+                events = line.find(b',"events":[')
+                if events > 0:  # the line starts with its cursor: {"cursor":{...},"events"
+                    yield orjson.loads(line[10:events]), line.count(b'"eid":')
 
     def commit(self, cursors: list[dict]) -> None:
         self._commits.request(
@@ -169,16 +187,41 @@ def subscription_throughput(port: int, base_url: str, name: str, count: int,
     committer = Committer(client)
     started = time.perf_counter()
     received = 0
-    for batch in client.batches():
-        if batch.get("events"):
-            received += len(batch["events"])
-            committer.commit(batch["cursor"])
+    for cursor, events in client.cursors():
+        received += events
+        committer.commit(cursor)
     elapsed = time.perf_counter() - started
     latencies = committer.finish()
     client.close()
     if received != count:
         raise RuntimeError(f"received {received} of {count} events")
     return count / elapsed, latencies
+
+
+def throughput_rounds(port: int, base_url: str, name: str, count: int, window: int,
+                      rounds: int) -> str:
+    """``rounds`` paired runs of the low-level stream and the subscription stream over
+    the same events: the median share and each round's, the median rates, the commits'
+    latencies over all rounds and the workers' median CPU per 1M events."""
+    low, sub, shares, low_cpu, sub_cpu, commits = [], [], [], [], [], []
+    for _ in range(rounds):
+        reference, cpu = with_workers_cpu(port, partial(low_level_throughput, port, name, count))
+        low.append(reference)
+        low_cpu.append(cpu * 1e6 / count)
+        (rate, latencies), cpu = with_workers_cpu(port, partial(
+            subscription_throughput, port, base_url, name, count, window))
+        sub.append(rate)
+        sub_cpu.append(cpu * 1e6 / count)
+        shares.append(rate / reference)
+        commits += latencies
+    commits.sort()
+    return (f"{statistics.median(shares):.0%} of the low-level stream (rounds: "
+            + ", ".join(f"{share:.0%}" for share in shares)
+            + f"); median {statistics.median(sub):,.0f} events/s against"
+            f" {statistics.median(low):,.0f}; {len(commits) // rounds} commits a round, p50"
+            f" {percentile(commits, 0.5):.1f} ms, p99 {percentile(commits, 0.99):.1f} ms;"
+            f" workers' CPU per 1M events {statistics.median(sub_cpu):.2f} s (low-level"
+            f" {statistics.median(low_cpu):.2f} s)")
 
 
 def line_throughput(port: int, base_url: str, name: str, count: int) -> float:
@@ -325,6 +368,8 @@ def main() -> None:
     parser.add_argument("--idle-streams", type=int, default=1000, help="0 to skip")
     parser.add_argument("--max-uncommitted", default="2000,20000",
                         help="max_uncommitted_events of the throughput stream, one run each")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="paired runs of the low-level and the subscription stream")
     parser.add_argument("--commits", type=int, default=2000,
                         help="commits of the commit-cost measurement (0 to skip)")
     parser.add_argument("--engines", default="postgres,kafka")
@@ -335,35 +380,27 @@ def main() -> None:
         base_url = f"http://127.0.0.1:{port}"
         for engine in args.engines.split(","):
             set_default_storage(settings.database_url, engine)
-            name = create_event_type(base_url)
-            prepublish(settings, name, engine, args.events)
-            reference, low_cpu = with_workers_cpu(
-                port, partial(low_level_throughput, port, name, args.events))
-            per_million = 1e6 / args.events
-            for window in map(int, args.max_uncommitted.split(",")):
-                (rate, commits), sub_cpu = with_workers_cpu(port, partial(
-                    subscription_throughput, port, base_url, name, args.events, window))
-                print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
-                      f" max_uncommitted_events {window}:"
-                      f" {rate:,.0f} events/s; low-level stream {reference:,.0f} events/s"
-                      f" ({rate / reference:.0%}); {len(commits)} commits, p50"
-                      f" {percentile(commits, 0.5):.1f} ms, p99"
-                      f" {percentile(commits, 0.99):.1f} ms; workers' CPU per 1M events"
-                      f" {sub_cpu * per_million:.2f} s (low-level {low_cpu * per_million:.2f} s)",
-                      flush=True)
-            rate = line_throughput(port, base_url, name, args.events)
-            print(f"{engine:9} subscription stream, batch_limit 1, no commit needed"
-                  f" (max_uncommitted_events {args.events}): {rate:,.0f} events/s", flush=True)
-            if args.commits:
-                name = create_event_type(base_url)
-                prepublish(settings, name, engine, commit_cost_events(args.commits))
+            if args.commits:  # first: its commits warm ZooKeeper up
+                commits_type = create_event_type(base_url)
+                prepublish(settings, commits_type, engine, commit_cost_events(args.commits))
             for width in (1, PARTITIONS) if args.commits else ():
-                per_s, latencies, cpu_ms = commit_cost(port, base_url, name, args.commits, width)
+                per_s, latencies, cpu_ms = commit_cost(port, base_url, commits_type,
+                                                      args.commits, width)
                 print(f"{engine:9} {args.commits} commits of {width} partition(s) one after"
                       " another:"
                       f" {per_s:,.0f}/s, p50 {percentile(latencies, 0.5):.1f} ms,"
                       f" p99 {percentile(latencies, 0.99):.1f} ms;"
                       f" workers' CPU {cpu_ms:.2f} ms per commit", flush=True)
+            name = create_event_type(base_url)
+            prepublish(settings, name, engine, args.events)
+            for window in map(int, args.max_uncommitted.split(",")):
+                print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
+                      f" max_uncommitted_events {window}: "
+                      + throughput_rounds(port, base_url, name, args.events, window, args.rounds),
+                      flush=True)
+            rate = line_throughput(port, base_url, name, args.events)
+            print(f"{engine:9} subscription stream, batch_limit 1, no commit needed"
+                  f" (max_uncommitted_events {args.events}): {rate:,.0f} events/s", flush=True)
             name = create_event_type(base_url)
             latencies = end_to_end_latency(port, base_url, name, args.rate, args.seconds)
             if not latencies:
