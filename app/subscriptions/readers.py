@@ -7,7 +7,10 @@ limits allow; readers poll while the inbox holds less than the stream asked for
 plus ``read_ahead``, so when a commit frees room the next events are at hand
 at once, and a paused stream (``max_uncommitted_events`` reached) holds at most
 ``read_ahead`` events it has not sent, besides what is left of the chunks a
-postgres reader read last (up to 1,000 events a partition).
+postgres reader read last (up to 1,000 events a partition). Whatever the
+window, the inbox holds at most ``MAX_INBOX_EVENTS``: a client that asks for a
+huge ``max_uncommitted_events`` and stops reading must not make the worker read
+its partitions into memory.
 """
 
 from __future__ import annotations
@@ -26,6 +29,9 @@ from app.subscriptions.partitions import SubscriptionPartitions
 
 POLL_WAIT_S = 1.0
 MAX_POLL_EVENTS = 5000
+MAX_INBOX_EVENTS = 25_000
+"""About 5 MB of ~200-byte events: more than a stream sends in a turn at a window of
+20,000 plus the read-ahead."""
 
 log = logging.getLogger(__name__)
 
@@ -97,8 +103,8 @@ class PartitionReaders:
     def want(self, count: int, most: int) -> None:
         """How many events the stream could take now (``count``), and at most over the
         rest of its life (``most``: what ``stream_limit`` leaves); readers poll up to
-        ``count`` plus the read-ahead, never beyond ``most``."""
-        self._wanted = min(max(0, count) + self._read_ahead, max(0, most))
+        ``count`` plus the read-ahead, never beyond ``most`` nor ``MAX_INBOX_EVENTS``."""
+        self._wanted = min(max(0, count) + self._read_ahead, max(0, most), MAX_INBOX_EVENTS)
         if self._wanted - len(self.inbox) > 0:
             self._demand.set()
 

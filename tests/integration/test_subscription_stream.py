@@ -19,6 +19,7 @@ from app.domain.timeline import Timeline, Timelines
 from app.storage.engine import count_events, stored_events
 from app.streaming.limits import StreamLimits
 from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
+from app.subscriptions.readers import MAX_INBOX_EVENTS, MAX_POLL_EVENTS
 from app.subscriptions.stream import SubscriptionStream
 from app.subscriptions.stream_options import Phase, StreamRefused, SubscriptionStreamParams
 from tests.helpers.waiting import wait_until
@@ -311,3 +312,33 @@ def test_the_readers_of_an_ended_stream_close_by_themselves(
     wait_until(lambda: client.stream.phase == Phase.ENDED)
     assert opened
     wait_until(lambda: len(closed) == len(opened), timeout=5)
+
+
+def test_a_huge_window_does_not_read_the_partitions_into_memory(
+        zookeeper, engine, topic, timeline, subscription, monkeypatch):
+    """A client asking for any ``max_uncommitted_events`` that stops reading (the
+    stream waits in its write) leaves at most ``MAX_INBOX_EVENTS`` read ahead."""
+    count = 60_000
+    append(engine, topic, 0, count)
+    read: list[int] = []
+
+    def count_reads(reader):
+        poll = reader.poll
+
+        def counted(max_events, timeout):
+            events = poll(max_events, timeout)
+            read.append(count_events(events))
+            return events
+        reader.poll = counted
+
+    on_every_reader(monkeypatch, engine, count_reads)
+    stream = started_stream(zookeeper, engine, subscription, timeline, batch_limit=100,
+                            max_uncommitted_events=10_000_000)
+    lines = stream.lines()
+    try:
+        next(lines)  # the first chunk is written; the client reads no further
+        gevent.sleep(2)
+        assert sum(read) < MAX_INBOX_EVENTS + MAX_POLL_EVENTS + 1000 < count
+    finally:
+        lines.close()
+        stream.end()
