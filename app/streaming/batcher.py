@@ -3,8 +3,10 @@
 A partition's batch is due when it holds ``batch_limit`` events, or when
 ``batch_flush_timeout`` passed since the partition's last batch; a due batch
 with no events is a keep-alive. ``stream_limit`` caps the events sent over the
-stream's life. The batcher only counts and times: the stream that drives it
-reads the events, renders the lines and decides when to end.
+stream's life. Whatever ``batch_limit`` asks, the buffers hold about
+``MAX_BUFFERED_BYTES`` at most: past that every partition sends what it holds.
+The batcher only counts and times: the stream that drives it reads the events,
+renders the lines and decides when to end.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from typing import Generic, TypeVar
 from app.streaming.limits import StreamLimits
 
 UNLIMITED = sys.maxsize
+MAX_BUFFERED_BYTES = 16 * 1024 * 1024
+"""A client may ask for batches of millions of events; the worker holds this much of
+them (estimated from the mean size of the events taken) before it sends them."""
 
 K = TypeVar("K", bound=Hashable)
 Batch = tuple[K, list[bytes]]
@@ -34,6 +39,7 @@ class Batcher(Generic[K]):
         self._flush_due: dict[K, float] = {}
         self._keep_alives: dict[K, int] = {}
         self._buffered = 0  # events in all buffers: asked for several times per turn
+        self._taken = self._taken_bytes = 0  # for the mean event size
         self.sent = 0
         for partition in partitions:
             self.add(partition)
@@ -59,6 +65,8 @@ class Batcher(Generic[K]):
     def take(self, partition: K, payloads: list[bytes]) -> None:
         self._buffers[partition].extend(payloads)
         self._buffered += len(payloads)
+        self._taken += len(payloads)
+        self._taken_bytes += sum(map(len, payloads))  # ~10 ns an event
 
     def room(self) -> int:
         """How many more events the stream may send."""
@@ -89,7 +97,9 @@ class Batcher(Generic[K]):
         """Batches of ``batch_limit`` events, as many as the buffers hold (the last one
         shorter where ``stream_limit`` says so), taken off them at once: a partition's
         buffer is cut and counted once, not per batch. Per batch, 5,000 buffered events
-        in batches of one cost 610 ns each; so, 164 ns (the workers' GC settings)."""
+        in batches of one cost 610 ns each; so, 164 ns (the workers' GC settings).
+        When the buffers hold more than ``MAX_BUFFERED_BYTES``, every partition's
+        events too, as one shorter batch each."""
         limit = self._limits.batch_limit
         batches: list[Batch] = []
         for partition, buffer in self._buffers.items():
@@ -99,6 +109,8 @@ class Batcher(Generic[K]):
                             for start in range(0, count, limit)]
                 del buffer[:count]
                 self._count_sent(partition, count)
+        if self._buffered * self._taken_bytes > MAX_BUFFERED_BYTES * self._taken:
+            batches += self.pending_batches()
         return batches
 
     def due_batches(self) -> Iterator[Batch]:

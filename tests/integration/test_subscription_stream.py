@@ -342,3 +342,20 @@ def test_a_huge_window_does_not_read_the_partitions_into_memory(
     finally:
         lines.close()
         stream.end()
+
+
+def test_a_huge_batch_limit_sends_what_passes_the_memory_bound(
+        zookeeper, engine, topic, timeline, subscription, monkeypatch):
+    """A batch of millions would be held in the worker's memory until the flush
+    timeout: past ``MAX_BUFFERED_BYTES`` the stream sends what it holds."""
+    monkeypatch.setattr("app.streaming.batcher.MAX_BUFFERED_BYTES", 5000)
+    append(engine, topic, 0, 1000)  # ~9,000 bytes
+    client = open_stream(zookeeper, engine, subscription, timeline, batch_limit=1_000_000,
+                         batch_flush_timeout=30, max_uncommitted_events=1_000_000)
+    try:
+        started = time.monotonic()
+        batch = client.events_batch()
+        assert time.monotonic() - started < 5
+        assert 0 < len(batch["events"]) <= 1000
+    finally:
+        client.close()

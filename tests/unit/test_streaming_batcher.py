@@ -103,3 +103,14 @@ def test_the_buffered_count_follows_takes_flushes_removals_and_restarts():
     batcher.take(0, events("f"))
     assert list(batcher.pending_batches()) == [(0, events("f"))]
     assert batcher.buffered() == 0
+
+
+def test_buffers_past_the_memory_bound_are_sent_whatever_the_batch_limit(monkeypatch):
+    monkeypatch.setattr("app.streaming.batcher.MAX_BUFFERED_BYTES", 1000)
+    batcher = Batcher(StreamLimits(batch_limit=1_000_000), [0, 1], Clock())
+    batcher.take(0, [b"a" * 100] * 6)
+    batcher.take(1, [b"b" * 100] * 4)
+    assert batcher.full_batches() == []  # 1,000 bytes: at the bound, not past it
+    batcher.take(1, [b"c" * 100])
+    assert batcher.full_batches() == [(0, [b"a" * 100] * 6), (1, [b"b" * 100] * 4 + [b"c" * 100])]
+    assert (batcher.buffered(), batcher.sent) == (0, 11)
