@@ -21,6 +21,12 @@ from app.subscriptions.partitions import SubscriptionPartitions
 from app.subscriptions.rebalance import hand_over
 from app.subscriptions.stream_options import SubscriptionStreamParams
 
+QUIET_S = 2.0
+"""How long a stream with events awaiting a commit hears of none before it reads
+its partitions' committed offsets itself. Commits that were not announced: those
+of instances from before the commits node (a rolling upgrade), and one whose
+instance died between a slow-path commit's writes and its announcement."""
+
 
 @dataclass
 class HeldPartition:
@@ -51,6 +57,7 @@ class CommitTracker:
         self._commits_read: dict[PartitionKey, str] = {}
         self._read_error: Exception | None = None
         self._announcements = 0  # the commits node's version: commits seen so far
+        self._heard_at = clock()  # when a commit was last read or told
         self.commit_deadline: float | None = None
 
     def watch_commits(self) -> None:
@@ -89,7 +96,16 @@ class CommitTracker:
             known = self._commits_read.get(key)
             if known is None or offset > known:
                 self._commits_read[key] = offset
+        self._heard_at = self._clock()
         self._wake.set()
+
+    def read_if_quiet(self) -> None:
+        """Read the committed offsets of the partitions held when events await a
+        commit and none was heard of for ``QUIET_S``."""
+        if self.uncommitted() > 0 and self._clock() - self._heard_at >= QUIET_S:
+            self.committed_here({key: offset for key, offset
+                                 in self._state.committed_many(list(self._held)).items()
+                                 if offset is not None})
 
     def position(self, key: PartitionKey, committed: str | None) -> int:
         return self._partitions.position(key, committed) if committed else -1

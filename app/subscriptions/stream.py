@@ -244,6 +244,7 @@ class SubscriptionStream:
         if self._topology_changed:
             self._topology_changed = False
             self._follow(state.topology(watch=self._signal("_topology_changed")))
+        self._commits.read_if_quiet()
         self._commits.apply_commits()
 
     def _follow(self, topology: Topology) -> None:
@@ -362,7 +363,8 @@ class SubscriptionStream:
             while self._commits.uncommitted() > 0 and self._clock() < deadline \
                     and not lifecycle.is_shutting_down() and not self._zookeeper_lost:
                 self._wake.clear()
-                self._commits.apply_commits()  # read by the watches armed while streaming
+                self._commits.read_if_quiet()
+                self._commits.apply_commits()  # read by the watch armed while streaming
                 if self._control_changed:
                     # A reset waits for this session, and discards its commits anyway.
                     self._check_control()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Callable
 
 import gevent.event
 import pytest
@@ -13,9 +14,10 @@ from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.timeline import Timeline, Timelines
 from app.domain.topology import Session
-from app.subscriptions.commit_tracker import CommitTracker, HeldPartition
+from app.subscriptions.commit_tracker import QUIET_S, CommitTracker, HeldPartition
 from app.subscriptions.partitions import SubscriptionPartitions
 from app.subscriptions.stream_options import SubscriptionStreamParams
+from tests.helpers.clock import Clock
 
 KEYS = [("orders", "0"), ("orders", "1")]
 PARTITIONS = SubscriptionPartitions(
@@ -38,11 +40,12 @@ def states(zookeeper, other_client):
     remove_subscription_state(zookeeper, subscription_id)
 
 
-def tracker(state: SubscriptionState) -> tuple[CommitTracker, gevent.event.Event]:
+def tracker(state: SubscriptionState, clock: Callable[[], float] = time.monotonic
+            ) -> tuple[CommitTracker, gevent.event.Event]:
     held = {key: HeldPartition(committed=-1, sent=9, read=9) for key in KEYS}
     wake = gevent.event.Event()
     return CommitTracker("s", held, state, PARTITIONS, SubscriptionStreamParams(), wake,
-                         time.monotonic), wake
+                         clock), wake
 
 
 def learned(commits: CommitTracker, wake: gevent.event.Event, uncommitted: int) -> bool:
@@ -89,3 +92,21 @@ def test_an_older_offset_read_late_does_not_undo_a_newer_one(states):
     commits.committed_here({KEYS[0]: offset(3), KEYS[1]: offset(1)})
     commits.apply_commits()
     assert commits.uncommitted() == 1 + 8
+
+
+def test_a_commit_nobody_announced_is_read_once_the_stream_heard_of_none_for_a_while(states):
+    """An instance from before the commits node (in a rolling upgrade) commits without
+    announcing: a stream awaiting commits reads the offsets itself after ``QUIET_S``."""
+    mine, theirs = states
+    clock = Clock()
+    commits, _ = tracker(mine, clock)
+    commits.watch_commits()
+    theirs.commit(KEYS[0], offset(4))
+    clock.now += QUIET_S - 0.1
+    commits.read_if_quiet()
+    commits.apply_commits()
+    assert commits.uncommitted() == 20
+    clock.now += 0.1
+    commits.read_if_quiet()
+    commits.apply_commits()
+    assert commits.uncommitted() == 15
