@@ -117,8 +117,8 @@ def _commit_on_read_versions(state: SubscriptionState, stream_id: str,
     lost, versions = state.commit_all(moved, check.offsets)
     written = {key: offset for key, offset in moved.items() if key not in lost}
     if written:
-        # Not one transaction with the writes: a crash in between leaves the stream
-        # unaware until its client's next commit, or its commit_timeout.
+        # Not one transaction with the writes: after a crash in between, the stream
+        # reads the offsets itself once it heard of no commit for a while.
         state.announce(stream_id, written)
     local_streams.committed(stream_id, written)
     _remember(state.subscription_id, check, moved, versions)
