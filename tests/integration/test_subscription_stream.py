@@ -107,6 +107,23 @@ def on_every_reader(monkeypatch, engine, change) -> None:
     monkeypatch.setattr(engine, "reader", changed_reader)
 
 
+def events_per_poll(monkeypatch, engine) -> list[int]:
+    """How many events each poll of the readers the engine opens from now on brought."""
+    read: list[int] = []
+
+    def count_reads(reader):
+        poll = reader.poll
+
+        def counted(max_events, timeout):
+            events = poll(max_events, timeout)
+            read.append(count_events(events))
+            return events
+        reader.poll = counted
+
+    on_every_reader(monkeypatch, engine, count_reads)
+    return read
+
+
 def append(engine, topic, partition: int, count: int) -> None:
     engine.append(topic, partition, [json.dumps({"n": n}).encode() for n in range(count)])
 
@@ -253,18 +270,7 @@ def test_a_stream_sends_what_was_read_before_its_reader_reads_on(
     turns instead of at once."""
     count = 12_000
     append(engine, topic, 0, count)
-    read: list[int] = []
-
-    def count_reads(reader):
-        poll = reader.poll
-
-        def counted(max_events, timeout):
-            events = poll(max_events, timeout)
-            read.append(count_events(events))
-            return events
-        reader.poll = counted
-
-    on_every_reader(monkeypatch, engine, count_reads)
+    read = events_per_poll(monkeypatch, engine)
     client = open_stream(zookeeper, engine, subscription, timeline, batch_limit=100,
                          stream_limit=count, max_uncommitted_events=count)
     try:
@@ -320,18 +326,7 @@ def test_a_huge_window_does_not_read_the_partitions_into_memory(
     stream waits in its write) leaves at most ``MAX_INBOX_EVENTS`` read ahead."""
     count = 60_000
     append(engine, topic, 0, count)
-    read: list[int] = []
-
-    def count_reads(reader):
-        poll = reader.poll
-
-        def counted(max_events, timeout):
-            events = poll(max_events, timeout)
-            read.append(count_events(events))
-            return events
-        reader.poll = counted
-
-    on_every_reader(monkeypatch, engine, count_reads)
+    read = events_per_poll(monkeypatch, engine)
     stream = started_stream(zookeeper, engine, subscription, timeline, batch_limit=100,
                             max_uncommitted_events=10_000_000)
     lines = stream.lines()
