@@ -28,7 +28,10 @@ from app.storage.engine import EventRun, StorageEngine, StorageError, count_even
 from app.subscriptions.partitions import SubscriptionPartitions
 
 POLL_WAIT_S = 1.0
-MAX_POLL_EVENTS = 5000
+MAX_POLL_EVENTS = 20_000
+"""Also the largest read-ahead. With polls of 5,000 a postgres stream committing every
+batch of 100 at a window of 20,000 ran at 59-72% of the low-level stream, with polls
+of 20,000 at 67-83% (fewer, larger turns, and so fewer commits)."""
 MAX_INBOX_EVENTS = 25_000
 """About 5 MB of ~200-byte events: more than a stream sends in a turn at a window of
 20,000 plus the read-ahead."""
