@@ -5,6 +5,8 @@ subscription (404) with its partitions."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from typing import TypeVar
 
 from app.domain.event_type import EventType
 from app.domain.subscription import Subscription
@@ -13,7 +15,7 @@ from app.problems import Problem
 from app.repository.event_types import event_type_with_timelines
 from app.repository.subscriptions import get_subscription
 from app.services import services
-from app.storage.across_timelines import timelines_bounds
+from app.storage.across_timelines import EngineFor, timelines_bounds, timelines_newest_at_least
 from app.storage.engine import PartitionBounds, StorageError, StorageUnavailable
 from app.subscriptions.known_offsets import known_newest, learn
 from app.subscriptions.partitions import (
@@ -23,6 +25,7 @@ from app.subscriptions.partitions import (
 )
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def event_type_or_404(name: str, fresh: bool = False) -> tuple[EventType, Timelines]:
@@ -40,15 +43,20 @@ def event_type_or_404(name: str, fresh: bool = False) -> tuple[EventType, Timeli
 def partition_bounds(timeline: Timelines) -> dict[int, PartitionBounds]:
     """The available range of every partition (positions over all timelines), read
     once so that a request sees one state."""
+    bounds = _storage_answer(timeline, timelines_bounds)
+    return {available.partition: available for available in bounds}
+
+
+def _storage_answer(timeline: Timelines, ask: Callable[[EngineFor, Timelines], T]) -> T:
+    """What ``ask`` reads of the event type's storages; a failure is a 503."""
     try:
-        bounds = timelines_bounds(services().engines.get, timeline)
+        return ask(services().engines.get, timeline)
     except StorageUnavailable:
         raise  # an outage: a 503 naming the storage, like every other
     except StorageError as error:
         log.error("reading the offsets of %s failed: %s", timeline.event_type, error)
         raise Problem(503, f"The storage '{timeline.active.storage_id}' did not report the "
                            f"offsets of '{timeline.event_type}'; try again later.") from None
-    return {available.partition: available for available in bounds}
 
 
 def subscription_or_404(subscription_id: str, cached: bool = False) -> Subscription:
@@ -81,11 +89,16 @@ def subscription_bounds(partitions: SubscriptionPartitions
 
 def newest_offset(timeline: Timelines, partition: int, position: int) -> int:
     """A position known to exist in the partition at ``position`` or past it, else its
-    newest one: the storage is asked only for positions past what this process read."""
+    newest one: the storage is asked only for positions past what this process read,
+    first as cheaply as it can answer (a commit on an instance that does not run the
+    stream asks on every commit of a stream that follows the newest events)."""
     key = timeline.items[0].id  # positions run through all timelines of the event type
-    known = known_newest(key, partition)
-    if position <= known:
-        return known
-    for found in partition_bounds(timeline).values():
-        learn(key, found.partition, found.newest)
+    if position <= known_newest(key, partition):
+        return known_newest(key, partition)
+    for found, newest in _storage_answer(timeline, timelines_newest_at_least).items():
+        learn(key, found, newest)
+    if position <= known_newest(key, partition):
+        return known_newest(key, partition)
+    for available in partition_bounds(timeline).values():
+        learn(key, available.partition, available.newest)
     return known_newest(key, partition)

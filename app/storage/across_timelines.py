@@ -52,6 +52,16 @@ def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[Partit
             for p in range(timelines.partitions)]
 
 
+def timelines_newest_at_least(engine_for: EngineFor, timelines: Timelines) -> dict[int, int]:
+    """Per partition, a position never past its newest, as cheaply as the active
+    timeline's storage gives one (``StorageEngine.newest_at_least``)."""
+    active_index = len(timelines.items) - 1
+    active = timelines.active
+    return {partition: timelines.start_of(active_index, partition) + newest
+            for partition, newest
+            in engine_for(active.storage_id).newest_at_least(active.topic).items()}
+
+
 def read_after(engine_for: EngineFor, timelines: Timelines, partition: int, after: int,
                limit: int) -> list[StoredEvent]:
     """Up to ``limit`` events after a position, from the timeline that holds the next one."""

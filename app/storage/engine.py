@@ -190,6 +190,12 @@ class StorageEngine(ABC):
     def bounds(self, topic: str) -> list[PartitionBounds]:
         """The oldest and newest available offset of every partition, by partition."""
 
+    def newest_at_least(self, topic: str) -> dict[int, int]:
+        """Per partition, an offset never past its newest (-1 when nothing is known):
+        its newest where that is as cheap as anything else, else a lower bound a
+        storage gives for less than ``bounds``."""
+        return {available.partition: available.newest for available in self.bounds(topic)}
+
     @abstractmethod
     def reader(self, topic: str, positions: Mapping[int, int]) -> StreamReader:
         """A reader over the given partitions, each starting after its position."""

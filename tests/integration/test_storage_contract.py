@@ -72,6 +72,21 @@ def test_bounds_of_empty_and_filled_partitions(engine, topic):
         PartitionBounds(0, 0, -1), PartitionBounds(1, 0, 8), PartitionBounds(2, 0, 0)]
 
 
+def test_newest_at_least_is_never_past_the_newest_and_follows_appends(engine, topic):
+    """A commit's check asks this first: where it is a lower bound (Tansu: the first
+    offset of the newest record batch) it must never pass the newest event."""
+    assert engine.newest_at_least(topic) == {0: -1, 1: -1, 2: -1}
+    for n in range(1, 6):
+        engine.append(topic, 1, [payload(k) for k in range(n)])
+        engine.append(topic, 2, [payload(0)])
+        newest = {b.partition: b.newest for b in engine.bounds(topic)}
+        cheap = engine.newest_at_least(topic)
+        assert all(-1 <= cheap[p] <= newest[p] for p in range(3))
+        assert cheap[0] == -1
+        assert cheap[1] >= newest[1] - n + 1  # at least the start of the last append
+        assert cheap[2] == newest[2]  # a one-event append is its own batch
+
+
 def test_bounds_see_every_acknowledged_append_while_calls_on_topics_interleave(engine, topic):
     """Bounds calls may share clients (kafka keeps its snapshot consumers): each
     still shows every append acknowledged before it, whatever topic came before."""

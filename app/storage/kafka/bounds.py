@@ -33,8 +33,19 @@ END_CHECK_S = 0.05
 def partition_bounds(clients: Clients, topics: Topics, topic: str, partitions: range,
                      timeout: float) -> list[PartitionBounds]:
     """The bounds of every partition, within ``timeout`` seconds per broker call."""
+    oldest, reported_end = listed_offsets(topics, topic, partitions)
+    starts = {p: max(oldest[p], reported_end[p] - 1) for p in partitions}
+    ends = _log_ends(clients, topic, starts, timeout)
+    return [PartitionBounds(p, oldest[p], ends[p] - 1) for p in partitions]
+
+
+def listed_offsets(topics: Topics, topic: str, partitions: range
+                   ) -> tuple[dict[int, int], dict[int, int]]:
+    """ListOffsets' oldest offset and reported end of each partition. The reported end
+    is the log end on Apache Kafka; on Tansu, the first offset of the newest record
+    batch + 1: the offset before it always exists."""
     try:
-        oldest, reported_end = topics.list_offsets(topic, partitions)
+        return topics.list_offsets(topic, partitions)
     except KafkaException as error:
         found = kafka_error(error)
         if found is None or found.code() != KafkaError._NOENT:
@@ -42,10 +53,7 @@ def partition_bounds(clients: Clients, topics: Topics, topic: str, partitions: r
         # No leader found: librdkafka remembers a topic it once found missing
         # (deleted and created again) until its metadata is refreshed.
         topics.metadata_partition_count(topic)
-        oldest, reported_end = topics.list_offsets(topic, partitions)
-    starts = {p: max(oldest[p], reported_end[p] - 1) for p in partitions}
-    ends = _log_ends(clients, topic, starts, timeout)
-    return [PartitionBounds(p, oldest[p], ends[p] - 1) for p in partitions]
+        return topics.list_offsets(topic, partitions)
 
 
 def _log_ends(clients: Clients, topic: str, starts: dict[int, int], timeout: float

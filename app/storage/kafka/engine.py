@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from confluent_kafka import KafkaError, TopicPartition
 
 from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StorageUnavailable
 from app.storage.kafka.availability import BrokerAvailability
-from app.storage.kafka.bounds import partition_bounds
+from app.storage.kafka.bounds import listed_offsets, partition_bounds
 from app.storage.kafka.clients import KAFKA, STREAM_FETCH_WAIT_MS, Clients
 from app.storage.kafka.producer import Appender
 from app.storage.kafka.reader import KafkaStreamReader
@@ -18,6 +18,7 @@ from app.storage.kafka.threads import BlockingCalls
 from app.storage.kafka.topics import Topics
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 30.0
 """How long an append waits for its acknowledgements, and any other call for the broker."""
@@ -113,14 +114,27 @@ class KafkaEngine(StorageEngine):
         return reader
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
+        return self._offsets_call(topic, lambda partitions: partition_bounds(
+            self._clients, self._topics, topic, partitions, self._timeout))
+
+    def newest_at_least(self, topic: str) -> dict[int, int]:
+        """From ListOffsets alone, on the engine's admin client: ~0.5 ms, where
+        ``bounds`` makes a consumer and fetches (~5 ms of this process's CPU and as
+        much of the broker's). Exact on Apache Kafka; on Tansu the first offset of the
+        newest record batch."""
+        _, ends = self._offsets_call(
+            topic, lambda partitions: listed_offsets(self._topics, topic, partitions))
+        return {partition: end - 1 for partition, end in ends.items()}
+
+    def _offsets_call(self, topic: str, call: Callable[[range], T]) -> T:
+        """``call`` with the topic's partitions, on a pool thread (it blocks)."""
         # Fresh metadata: a topic deleted by another process is noticed now, rather
         # than when the offset requests time out.
         self._availability.raise_if_down()
         self._topics.raise_if_gone(topic)
         partitions = range(self._topics.partition_count(topic))
         try:
-            return self._threads.run(topic, partition_bounds, self._clients, self._topics,
-                                     topic, partitions, self._timeout)
+            return self._threads.run(topic, call, partitions)
         except StorageUnavailable:
             raise
         except StorageError:
