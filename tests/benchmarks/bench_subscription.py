@@ -32,6 +32,9 @@ For each engine it prints:
 - latency: single events published over HTTP at ``--rate`` events/s to a
   subscription stream with batch_limit 1 whose client commits the same way;
   p50/p99 from the publish to the arrival of the event;
+- commits from elsewhere: 300 commits sent to a second instance (one worker), each
+  right after a one-event publish reached the stream: p50/p90/p99 latency (that
+  instance knows nothing of what the stream read, and asks the storage);
 - rebalance: with one stream receiving events, the time from a second stream's
   request until both streams have received events;
 - idle streams (first engine only): ``--idle-streams`` subscription streams
@@ -68,7 +71,13 @@ from tests.benchmarks.bench_stream import (
     read_to_end,
     stream_throughput,
 )
-from tests.benchmarks.harness import percentile, running_broker, set_default_storage
+from tests.benchmarks.harness import (
+    percentile,
+    running_broker,
+    set_default_storage,
+    start_server,
+    stop_server,
+)
 from tests.benchmarks.idle_streams import idle_streams
 
 PARTITIONS = 8
@@ -88,7 +97,7 @@ class SubscriptionClient:
     """A pyNakadi-style consumer: one streaming connection and one for commits."""
 
     def __init__(self, port: int, subscription_id: str, **params: int) -> None:
-        self._id = subscription_id
+        self.subscription_id = subscription_id
         self._stream = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         self._commits = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
         query = "&".join(f"{key}={value}" for key, value in params.items())
@@ -119,7 +128,8 @@ class SubscriptionClient:
 
     def commit(self, cursors: list[dict]) -> None:
         self._commits.request(
-            "POST", f"/subscriptions/{self._id}/cursors", orjson.dumps({"items": cursors}),
+            "POST", f"/subscriptions/{self.subscription_id}/cursors",
+            orjson.dumps({"items": cursors}),
             {"Content-Type": "application/json", "X-Nakadi-StreamId": self.stream_id})
         answer = self._commits.getresponse()
         body = answer.read()
@@ -303,6 +313,39 @@ def end_to_end_latency(port: int, base_url: str, name: str, rate: float,
     return sorted(latencies)
 
 
+def commits_from_elsewhere(port: int, other_port: int, base_url: str, name: str,
+                           count: int) -> list[float]:
+    """Milliseconds of ``count`` commits sent to another instance (``other_port``) than
+    the one running the stream, each right after a one-event publish reached the
+    stream: an instance behind a load balancer that knows nothing of what the stream
+    read asks the storage whether the cursor exists."""
+    client = SubscriptionClient(port, create_subscription(base_url, name, "end"),
+                                batch_limit=1, batch_flush_timeout=1)
+    publisher = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    elsewhere = http.client.HTTPConnection("127.0.0.1", other_port, timeout=60)
+    batches = client.batches()
+    latencies = []
+    for n in range(count):
+        publisher.request("POST", f"/event-types/{name}/events", orjson.dumps([order_event(n)]),
+                          {"Content-Type": "application/json"})
+        publisher.getresponse().read()
+        cursor = next(batch for batch in batches if batch.get("events"))["cursor"]
+        started = time.perf_counter()
+        elsewhere.request("POST", f"/subscriptions/{client.subscription_id}/cursors",
+                          orjson.dumps({"items": [cursor]}),
+                          {"Content-Type": "application/json",
+                           "X-Nakadi-StreamId": client.stream_id})
+        answer = elsewhere.getresponse()
+        answer.read()
+        if answer.status != 204:
+            raise RuntimeError(f"commit on the other instance: {answer.status}")
+        latencies.append((time.perf_counter() - started) * 1000)
+    client.close()
+    publisher.close()
+    elsewhere.close()
+    return sorted(latencies)
+
+
 def rebalance_time(port: int, base_url: str, name: str) -> float:
     """Seconds from a second stream's request until both streams received events,
     while events keep coming to every partition."""
@@ -377,46 +420,63 @@ def main() -> None:
 
     with running_broker() as (env, port, _):
         settings = Settings.from_env(env)
-        base_url = f"http://127.0.0.1:{port}"
-        for engine in args.engines.split(","):
-            set_default_storage(settings.database_url, engine)
-            if args.commits:  # first: its commits warm ZooKeeper up
-                commits_type = create_event_type(base_url)
-                prepublish(settings, commits_type, engine, commit_cost_events(args.commits))
-            for width in (1, PARTITIONS) if args.commits else ():
-                per_s, latencies, cpu_ms = commit_cost(port, base_url, commits_type,
-                                                      args.commits, width)
-                print(f"{engine:9} {args.commits} commits of {width} partition(s) one after"
-                      " another:"
-                      f" {per_s:,.0f}/s, p50 {percentile(latencies, 0.5):.1f} ms,"
-                      f" p99 {percentile(latencies, 0.99):.1f} ms;"
-                      f" workers' CPU {cpu_ms:.2f} ms per commit", flush=True)
-            name = create_event_type(base_url)
-            prepublish(settings, name, engine, args.events)
-            for window in map(int, args.max_uncommitted.split(",")):
-                print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
-                      f" max_uncommitted_events {window}: "
-                      + throughput_rounds(port, base_url, name, args.events, window, args.rounds),
-                      flush=True)
-            rate = line_throughput(port, base_url, name, args.events)
-            print(f"{engine:9} subscription stream, batch_limit 1, no commit needed"
-                  f" (max_uncommitted_events {args.events}): {rate:,.0f} events/s", flush=True)
-            name = create_event_type(base_url)
-            latencies = end_to_end_latency(port, base_url, name, args.rate, args.seconds)
-            if not latencies:
-                raise RuntimeError("no event arrived")
-            print(f"{engine:9} publish -> subscription stream at {args.rate:.0f} events/s,"
-                  f" batch_limit 1: p50 {percentile(latencies, 0.5):.1f} ms,"
-                  f" p99 {percentile(latencies, 0.99):.1f} ms"
-                  f" ({len(latencies)} events)", flush=True)
-            seconds = rebalance_time(port, base_url, create_event_type(base_url))
-            print(f"{engine:9} rebalance: second stream joined, both receive events after"
-                  f" {seconds * 1000:.0f} ms", flush=True)
+        other, other_port = start_server(env, 1)  # a second instance, for its commits
+        try:
+            measure_engines(args, settings, port, other_port)
+        finally:
+            stop_server(other)
         if not args.idle_streams:
             return
         set_default_storage(settings.database_url, args.engines.split(",")[0])
         idle = idle_streams(env, args.idle_streams, subscription_paths(args.idle_streams))
         print(idle.describe(args.idle_streams, "subscription streams"), flush=True)
+
+
+def measure_engines(args: argparse.Namespace, settings: Settings, port: int,
+                    other_port: int) -> None:
+    """Every figure but the idle streams', for each engine."""
+    base_url = f"http://127.0.0.1:{port}"
+    for engine in args.engines.split(","):
+        set_default_storage(settings.database_url, engine)
+        if args.commits:  # first: its commits warm ZooKeeper up
+            commits_type = create_event_type(base_url)
+            prepublish(settings, commits_type, engine, commit_cost_events(args.commits))
+        for width in (1, PARTITIONS) if args.commits else ():
+            per_s, latencies, cpu_ms = commit_cost(port, base_url, commits_type,
+                                                  args.commits, width)
+            print(f"{engine:9} {args.commits} commits of {width} partition(s) one after"
+                  " another:"
+                  f" {per_s:,.0f}/s, p50 {percentile(latencies, 0.5):.1f} ms,"
+                  f" p99 {percentile(latencies, 0.99):.1f} ms;"
+                  f" workers' CPU {cpu_ms:.2f} ms per commit", flush=True)
+        name = create_event_type(base_url)
+        prepublish(settings, name, engine, args.events)
+        for window in map(int, args.max_uncommitted.split(",")):
+            print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
+                  f" max_uncommitted_events {window}: "
+                  + throughput_rounds(port, base_url, name, args.events, window, args.rounds),
+                  flush=True)
+        rate = line_throughput(port, base_url, name, args.events)
+        print(f"{engine:9} subscription stream, batch_limit 1, no commit needed"
+              f" (max_uncommitted_events {args.events}): {rate:,.0f} events/s", flush=True)
+        name = create_event_type(base_url)
+        latencies = end_to_end_latency(port, base_url, name, args.rate, args.seconds)
+        if not latencies:
+            raise RuntimeError("no event arrived")
+        print(f"{engine:9} publish -> subscription stream at {args.rate:.0f} events/s,"
+              f" batch_limit 1: p50 {percentile(latencies, 0.5):.1f} ms,"
+              f" p99 {percentile(latencies, 0.99):.1f} ms"
+              f" ({len(latencies)} events)", flush=True)
+        if args.commits:
+            latencies = commits_from_elsewhere(port, other_port, base_url,
+                                               create_event_type(base_url), 300)
+            print(f"{engine:9} 300 commits on another instance, each right after a"
+                  f" one-event publish: p50 {percentile(latencies, 0.5):.1f} ms,"
+                  f" p90 {percentile(latencies, 0.9):.1f} ms,"
+                  f" p99 {percentile(latencies, 0.99):.1f} ms", flush=True)
+        seconds = rebalance_time(port, base_url, create_event_type(base_url))
+        print(f"{engine:9} rebalance: second stream joined, both receive events after"
+              f" {seconds * 1000:.0f} ms", flush=True)
 
 
 if __name__ == "__main__":
