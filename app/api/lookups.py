@@ -93,12 +93,14 @@ def newest_offset(timeline: Timelines, partition: int, position: int) -> int:
     first as cheaply as it can answer (a commit on an instance that does not run the
     stream asks on every commit of a stream that follows the newest events)."""
     key = timeline.items[0].id  # positions run through all timelines of the event type
-    if position <= known_newest(key, partition):
-        return known_newest(key, partition)
-    for found, newest in _storage_answer(timeline, timelines_newest_at_least).items():
-        learn(key, found, newest)
-    if position <= known_newest(key, partition):
-        return known_newest(key, partition)
-    for available in partition_bounds(timeline).values():
-        learn(key, available.partition, available.newest)
+    for ask in (timelines_newest_at_least, _newest_of_bounds):
+        if position <= known_newest(key, partition):
+            break
+        for found, newest in _storage_answer(timeline, ask).items():
+            learn(key, found, newest)
     return known_newest(key, partition)
+
+
+def _newest_of_bounds(engine_for: EngineFor, timelines: Timelines) -> dict[int, int]:
+    return {available.partition: available.newest
+            for available in timelines_bounds(engine_for, timelines)}

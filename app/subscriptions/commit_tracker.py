@@ -80,9 +80,7 @@ class CommitTracker:
             if count == seen:
                 return
             if count != seen + 1:
-                offsets = {key: offset for key, offset
-                           in self._state.committed_many(list(self._held)).items()
-                           if offset is not None}
+                offsets = self._read_held()
         except Exception as error:  # handed to the stream, which ends
             self._read_error = error
             self._wake.set()
@@ -102,10 +100,13 @@ class CommitTracker:
     def read_if_quiet(self) -> None:
         """Read the committed offsets of the partitions held when events await a
         commit and none was heard of for ``QUIET_S``."""
-        if self.uncommitted() > 0 and self._clock() - self._heard_at >= QUIET_S:
-            self.committed_here({key: offset for key, offset
-                                 in self._state.committed_many(list(self._held)).items()
-                                 if offset is not None})
+        if self._clock() - self._heard_at >= QUIET_S and self.uncommitted() > 0:
+            self.committed_here(self._read_held())
+
+    def _read_held(self) -> dict[PartitionKey, str]:
+        """The committed offsets of the partitions held, read in one round trip."""
+        return {key: offset for key, offset in self._state.committed_many(list(self._held)).items()
+                if offset is not None}
 
     def position(self, key: PartitionKey, committed: str | None) -> int:
         return self._partitions.position(key, committed) if committed else -1
