@@ -31,8 +31,10 @@ def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[Partit
     An empty partition has ``newest == oldest - 1``, as for one topic."""
     active_index = len(timelines.items) - 1
     active = timelines.active
+    # Asked once: a kafka answer costs a new consumer and a fetch of every partition.
+    active_bounds = engine_for(active.storage_id).bounds(active.topic)
     newest: dict[int, int] = {}
-    for available in engine_for(active.storage_id).bounds(active.topic):
+    for available in active_bounds:
         newest[available.partition] = (timelines.start_of(active_index, available.partition)
                                        + available.newest)
     oldest: dict[int, int] = {}
@@ -43,7 +45,9 @@ def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[Partit
         last = timeline.last_offsets
         if last is not None and all(last[p] < 0 for p in pending):
             continue  # nothing was ever stored in them: no need to ask the storage
-        for available in engine_for(timeline.storage_id).bounds(timeline.topic):
+        answer = active_bounds if index == active_index else \
+            engine_for(timeline.storage_id).bounds(timeline.topic)
+        for available in answer:
             p = available.partition
             end = available.newest if last is None else min(available.newest, last[p])
             if p in pending and available.oldest <= end:

@@ -34,6 +34,12 @@ def topic(engine: StorageEngine) -> Iterator[str]:
 
 
 @pytest.fixture
+def second_topic(engine: StorageEngine) -> Iterator[str]:
+    """Another fresh topic with 3 partitions (a following timeline's)."""
+    yield from _fresh_topic(engine, 3)
+
+
+@pytest.fixture
 def postgres_engine(pool):
     engine = build_engine(get_storage(pool, "postgres"), pool)
     yield engine
