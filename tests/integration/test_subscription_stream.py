@@ -280,6 +280,36 @@ def test_a_stream_sends_what_was_read_before_its_reader_reads_on(
         client.close()
 
 
+def test_a_stream_paused_at_its_window_takes_no_turn_for_the_read_ahead(
+        zookeeper, engine, topic, timeline, subscription, monkeypatch):
+    """The readers read ahead while the stream waits for a commit; each of their polls
+    must not wake it for a turn that can take nothing, and the commit still does."""
+    append(engine, topic, 0, 5_000)
+
+    def small_polls(reader):
+        poll = reader.poll
+        reader.poll = lambda max_events, timeout: poll(min(max_events, 100), timeout)
+    on_every_reader(monkeypatch, engine, small_polls)
+    read = events_per_poll(monkeypatch, engine)
+    stream = started_stream(zookeeper, engine, subscription, timeline, batch_limit=100,
+                            batch_flush_timeout=30, max_uncommitted_events=1_000)
+    turns = []
+    take = stream._take_read_events
+    monkeypatch.setattr(stream, "_take_read_events", lambda: turns.append(1) or take())
+    client = Client(stream)
+    try:
+        sent = [client.events_batch() for _ in range(10)]  # the window
+        polls, turns[:] = len(read), []
+        wait_until(lambda: sum(read) >= 2_000, timeout=5)  # and the read-ahead, in 10 polls
+        gevent.sleep(0.5)
+        assert len(read) - polls >= 5
+        assert len(turns) <= 2, f"{len(turns)} turns for {len(read) - polls} polls"
+        assert commit(zookeeper, subscription, client, sent[0])
+        assert [e["n"] for e in client.events_batch()["events"]] == list(range(1_000, 1_100))
+    finally:
+        client.close()
+
+
 def test_a_stream_ends_with_its_last_keep_alive(
         zookeeper, engine, topic, timeline, subscription):
     """The end follows the keep-alive that reached ``stream_keep_alive_limit`` at once,
