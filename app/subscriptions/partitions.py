@@ -103,9 +103,15 @@ def starting_offsets(subscription: Subscription, partitions: SubscriptionPartiti
     return offsets
 
 
-def partition_bounds(partitions: SubscriptionPartitions, engine_for: EngineFor
+def partition_bounds(partitions: SubscriptionPartitions, engine_for: EngineFor,
+                     known: dict[str, dict[int, PartitionBounds]] | None = None
                      ) -> dict[str, dict[int, PartitionBounds]]:
     """The available range of every partition, by event type (``StorageError`` when a
-    storage does not answer)."""
-    return {name: {b.partition: b for b in timelines_bounds(engine_for, partitions.current(name))}
-            for name in partitions.timelines}
+    storage does not answer). Event types in ``known`` are not asked again, and those
+    asked are added to it (one answer per event type for several subscriptions)."""
+    known = {} if known is None else known
+    for name in partitions.timelines:
+        if name not in known:
+            known[name] = {b.partition: b
+                           for b in timelines_bounds(engine_for, partitions.current(name))}
+    return {name: known[name] for name in partitions.timelines}
