@@ -32,6 +32,10 @@ class Settings:
     # fetch.wait.max.ms): what an idle stream costs the brokers, and with brokers that
     # answer a held fetch only when it runs out (Tansu), how late new events arrive.
     kafka_stream_fetch_wait_ms: int = 20
+    # Whether the brokers answer ListOffsets(latest) with the log end, as Apache Kafka
+    # does (Tansu does not when a record batch holds several records): bounds then
+    # need no consumer and fetch of their own.
+    kafka_exact_list_offsets: bool = False
     # A file of librdkafka properties (TLS, SASL...) for every Kafka client.
     kafka_client_properties: str = ""
     default_storage: str = "postgres"

@@ -28,7 +28,8 @@ class Services:
                                    settings.database_timeout_s)
         self.engines = Engines(self.pool, settings.kafka_timeout_s,
                                settings.kafka_client_config,
-                               settings.kafka_stream_fetch_wait_ms)
+                               settings.kafka_stream_fetch_wait_ms,
+                               settings.kafka_exact_list_offsets)
         self.event_types = EventTypeCache(self.pool)
         self.subscriptions = SubscriptionCache(self.pool)
         self.security = Security(settings, self.pool)

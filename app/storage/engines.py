@@ -19,12 +19,13 @@ log = logging.getLogger(__name__)
 def build_engine(storage: Storage, pool: ConnectionPool,
                  kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S,
                  kafka_client_config: Mapping[str, str] | None = None,
-                 kafka_stream_fetch_wait_ms: int = DEFAULT_KAFKA_STREAM_FETCH_WAIT_MS
-                 ) -> StorageEngine:
+                 kafka_stream_fetch_wait_ms: int = DEFAULT_KAFKA_STREAM_FETCH_WAIT_MS,
+                 kafka_exact_list_offsets: bool = False) -> StorageEngine:
     """The engine for one storage row. A ``postgres`` storage without its own
     ``database_url`` keeps its log in the metadata database; a ``kafka`` storage's
-    clients get ``kafka_client_config`` (how to connect: TLS, SASL), and its stream
-    readers' fetches wait up to ``kafka_stream_fetch_wait_ms`` for new events."""
+    clients get ``kafka_client_config`` (how to connect: TLS, SASL), its stream
+    readers' fetches wait up to ``kafka_stream_fetch_wait_ms`` for new events, and
+    ``kafka_exact_list_offsets`` says its brokers' ListOffsets give the log end."""
     if storage.storage_type == "postgres":
         from app.storage.postgres import PostgresEngine
 
@@ -37,7 +38,8 @@ def build_engine(storage: Storage, pool: ConnectionPool,
 
         return KafkaEngine(storage.configuration["bootstrap_servers"], kafka_client_config,
                            timeout=kafka_timeout_s,
-                           stream_fetch_wait_ms=kafka_stream_fetch_wait_ms)
+                           stream_fetch_wait_ms=kafka_stream_fetch_wait_ms,
+                           exact_list_offsets=kafka_exact_list_offsets)
     raise StorageError(f"storage {storage.id} has unknown type {storage.storage_type}")
 
 
@@ -47,11 +49,13 @@ class Engines:
     def __init__(self, pool: ConnectionPool,
                  kafka_timeout_s: float = DEFAULT_KAFKA_TIMEOUT_S,
                  kafka_client_config: Mapping[str, str] | None = None,
-                 kafka_stream_fetch_wait_ms: int = DEFAULT_KAFKA_STREAM_FETCH_WAIT_MS) -> None:
+                 kafka_stream_fetch_wait_ms: int = DEFAULT_KAFKA_STREAM_FETCH_WAIT_MS,
+                 kafka_exact_list_offsets: bool = False) -> None:
         self._pool = pool
         self._kafka_timeout_s = kafka_timeout_s
         self._kafka_client_config = kafka_client_config
         self._kafka_stream_fetch_wait_ms = kafka_stream_fetch_wait_ms
+        self._kafka_exact_list_offsets = kafka_exact_list_offsets
         self._engines: dict[str, StorageEngine] = {}
 
     def get(self, storage_id: str) -> StorageEngine:
@@ -62,7 +66,7 @@ class Engines:
                 raise StorageError(f"there is no storage {storage_id}")
             engine = self._engines[storage_id] = build_engine(
                 storage, self._pool, self._kafka_timeout_s, self._kafka_client_config,
-                self._kafka_stream_fetch_wait_ms)
+                self._kafka_stream_fetch_wait_ms, self._kafka_exact_list_offsets)
         return engine
 
     def all(self) -> dict[str, StorageEngine]:

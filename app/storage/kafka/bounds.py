@@ -4,6 +4,8 @@ ListOffsets gives the oldest offsets and a first guess at the ends; the true
 end of each partition is the high watermark of a fetch once the consumer caught
 up with it (see ``clients``). The fetch starts just before the reported end:
 where that report is right, it holds one record and the broker answers at once.
+Brokers known to report the log end (``NAKADI_KAFKA_EXACT_LIST_OFFSETS``) are
+asked ListOffsets alone (``listed_bounds``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,13 @@ def partition_bounds(clients: Clients, topics: Topics, topic: str, partitions: r
     starts = {p: max(oldest[p], reported_end[p] - 1) for p in partitions}
     ends = _log_ends(clients, topic, starts, timeout)
     return [PartitionBounds(p, oldest[p], ends[p] - 1) for p in partitions]
+
+
+def listed_bounds(topics: Topics, topic: str, partitions: range) -> list[PartitionBounds]:
+    """The bounds of every partition from ListOffsets alone: right only where the
+    reported end is the log end (Apache Kafka)."""
+    oldest, end = listed_offsets(topics, topic, partitions)
+    return [PartitionBounds(p, oldest[p], end[p] - 1) for p in partitions]
 
 
 def listed_offsets(topics: Topics, topic: str, partitions: range

@@ -1,8 +1,9 @@
 """librdkafka clients as the engine configures them, and what their answers mean.
 
-Ends of partitions come from the high watermark of Fetch responses, never from
-ListOffsets(latest) alone: Tansu answers that with the base offset of the newest
-record batch + 1 instead of the log end, and answers a fetch past the end with
+Ends of partitions come from the high watermark of Fetch responses, not from
+ListOffsets(latest) alone (unless the engine is told its brokers answer that with
+the log end, as Apache Kafka does): Tansu answers it with the base offset of the
+newest record batch + 1 instead of the log end, and answers a fetch past the end with
 an empty response instead of an error. So consumers report partition EOF, and
 ``caught_up`` compares a position with the watermark of the latest fetch. Both
 are right on Apache Kafka as well.

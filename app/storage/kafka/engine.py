@@ -10,7 +10,7 @@ from confluent_kafka import KafkaError, TopicPartition
 
 from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StorageUnavailable
 from app.storage.kafka.availability import BrokerAvailability
-from app.storage.kafka.bounds import listed_offsets, partition_bounds
+from app.storage.kafka.bounds import listed_bounds, listed_offsets, partition_bounds
 from app.storage.kafka.clients import KAFKA, STREAM_FETCH_WAIT_MS, Clients
 from app.storage.kafka.producer import Appender
 from app.storage.kafka.reader import KafkaStreamReader
@@ -36,7 +36,11 @@ class KafkaEngine(StorageEngine):
     ``stream_fetch_wait_ms`` how long a stream reader's fetch that found nothing may be
     held (``STREAM_FETCH_WAIT_MS`` suits Tansu; Apache Kafka answers a held fetch when
     events arrive, so a longer wait costs no latency there and idle readers less).
-    ``create_topic`` of an existing topic raises ``StorageError``.
+    ``exact_list_offsets``: the brokers answer ListOffsets(latest) with the log end
+    (Apache Kafka does), so ``bounds`` asks ListOffsets alone; otherwise each call
+    also makes a consumer and fetches every partition's newest records, whose high
+    watermark is the end (see ``bounds``). ``create_topic`` of an existing topic
+    raises ``StorageError``.
 
     Clients and threads start on first use, so an engine built before gunicorn
     forks is still safe to use in the workers."""
@@ -51,8 +55,10 @@ class KafkaEngine(StorageEngine):
         timeout: float = DEFAULT_TIMEOUT_S,
         max_threads: int = DEFAULT_MAX_THREADS,
         stream_fetch_wait_ms: int = STREAM_FETCH_WAIT_MS,
+        exact_list_offsets: bool = False,
     ) -> None:
         self._timeout = timeout
+        self._exact_list_offsets = exact_list_offsets
         self._stream_fetch_wait_ms = stream_fetch_wait_ms
         self._threads = BlockingCalls(max_threads)
         self._clients = Clients(bootstrap_servers, client_config or {}, self._client_error)
@@ -114,6 +120,9 @@ class KafkaEngine(StorageEngine):
         return reader
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
+        if self._exact_list_offsets:
+            return self._offsets_call(
+                topic, lambda partitions: listed_bounds(self._topics, topic, partitions))
         return self._offsets_call(topic, lambda partitions: partition_bounds(
             self._clients, self._topics, topic, partitions, self._timeout))
 
