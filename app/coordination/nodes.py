@@ -25,8 +25,15 @@ def create_all(zookeeper: KazooClient, nodes: list[tuple[str, bytes]], *, epheme
         return []
     results = _create_in_one(zookeeper, nodes, ephemeral, sequence)
     if any(isinstance(result, NoNodeError) for result in results):
-        make_paths(zookeeper, [path.rsplit("/", 1)[0] for path, _ in nodes])
-        results = _create_in_one(zookeeper, nodes, ephemeral, sequence)
+        # Usually only the nodes' parents are missing (a subscription's first stream):
+        # made with them in one transaction. Else (a parent exists, one above is missing)
+        # every node above them is made on its own.
+        parents = sorted({path.rsplit("/", 1)[0] for path, _ in nodes},
+                         key=lambda path: (path.count("/"), path))
+        results = _create_in_one(zookeeper, nodes, ephemeral, sequence, parents)[len(parents):]
+        if any(isinstance(result, Exception) for result in results):
+            make_paths(zookeeper, parents)
+            results = _create_in_one(zookeeper, nodes, ephemeral, sequence)
     failures = [result for result in results if isinstance(result, Exception)]
     if failures:  # one names the cause; the others say they were rolled back with it
         raise next((failure for failure in failures
@@ -65,8 +72,11 @@ def make_paths(zookeeper: KazooClient, paths: Iterable[str]) -> None:
 
 
 def _create_in_one(zookeeper: KazooClient, nodes: list[tuple[str, bytes]], ephemeral: bool,
-                   sequence: bool) -> list:
+                   sequence: bool, parents: Iterable[str] = ()) -> list:
+    """The nodes, after the (persistent, empty) ``parents``, in one transaction."""
     transaction = zookeeper.transaction()
+    for parent in parents:
+        transaction.create(parent)
     for path, data in nodes:
         transaction.create(path, data, ephemeral=ephemeral, sequence=sequence)
     return transaction.commit()
