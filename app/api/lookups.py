@@ -19,6 +19,7 @@ from app.storage.across_timelines import EngineFor, timelines_bounds, timelines_
 from app.storage.engine import PartitionBounds, StorageError, StorageUnavailable
 from app.subscriptions.known_offsets import known_newest, learn
 from app.subscriptions.partitions import (
+    BoundsByEventType,
     EventTypeGone,
     SubscriptionPartitions,
     subscription_partitions,
@@ -81,8 +82,7 @@ def subscription_partitions_of(subscription: Subscription) -> SubscriptionPartit
                            "create a subscription without it") from None
 
 
-def subscription_bounds(partitions: SubscriptionPartitions
-                        ) -> dict[str, dict[int, PartitionBounds]]:
+def subscription_bounds(partitions: SubscriptionPartitions) -> BoundsByEventType:
     """The available range of every partition of a subscription, read once."""
     return {name: partition_bounds(timeline) for name, timeline in partitions.timelines.items()}
 

@@ -5,10 +5,11 @@ stopped still shows its growing lag. A deleted subscription shows 0 and is no
 longer refreshed.
 
 A round asks the storage once per event type, however many of its subscriptions
-the worker watches (on kafka each answer costs a new consumer and a fetch of
-every partition). A subscription's first figure comes in a round of its own
-``FIRST_FIGURE_DELAY_S`` after its first stream here, shared with the others
-that started meanwhile (a deploy, clients reconnecting)."""
+the worker watches (an answer can cost a kafka consumer and a fetch of every
+partition, see ``NAKADI_KAFKA_EXACT_LIST_OFFSETS``). A subscription's first
+figure comes in a round of its own ``FIRST_FIGURE_DELAY_S`` after its first
+stream here, shared with the others that started meanwhile (a deploy, clients
+reconnecting)."""
 
 from __future__ import annotations
 
@@ -23,17 +24,19 @@ import gevent.event
 from app.coordination.subscription_state import SubscriptionState
 from app.monitoring import figures
 from app.repository.subscriptions import get_subscription
-from app.storage.engine import PartitionBounds
-from app.subscriptions.partitions import EventTypeGone, partition_bounds, subscription_partitions
+from app.subscriptions.partitions import (
+    BoundsByEventType,
+    EventTypeGone,
+    partition_bounds,
+    subscription_partitions,
+)
 
 if TYPE_CHECKING:
     from app.services import Services
 
-FIRST_FIGURE_DELAY_S = 1.0
+FIRST_FIGURE_DELAY_S = 1.0  # a new subscription's wait for its first figure
 
 log = logging.getLogger(__name__)
-
-KnownBounds = dict[str, dict[int, PartitionBounds]]
 
 
 class SubscriptionLag:
@@ -57,7 +60,7 @@ class SubscriptionLag:
 
     def refresh(self, subscription_ids: Iterable[str]) -> None:
         """One round: the lag of these subscriptions, each event type's bounds asked once."""
-        known: KnownBounds = {}
+        known: BoundsByEventType = {}
         for subscription_id in list(subscription_ids):
             self._refresh_one(subscription_id, known)
 
@@ -74,7 +77,7 @@ class SubscriptionLag:
                 self.refresh(self._watched)
                 next_round = time.monotonic() + interval
 
-    def _refresh_one(self, subscription_id: str, known: KnownBounds) -> None:
+    def _refresh_one(self, subscription_id: str, known: BoundsByEventType) -> None:
         try:
             lag = subscription_lag(self._services, subscription_id, known)
         except Exception as error:  # an outage: the last figure stays until the next round
@@ -87,7 +90,7 @@ class SubscriptionLag:
 
 
 def subscription_lag(services: Services, subscription_id: str,
-                     known: KnownBounds | None = None) -> int | None:
+                     known: BoundsByEventType | None = None) -> int | None:
     """Events after the committed offsets, summed over the subscription's partitions;
     None when the subscription or one of its event types is gone. ``known``: bounds
     already asked in this round, by event type (see ``partition_bounds``)."""

@@ -31,7 +31,7 @@ def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[Partit
     An empty partition has ``newest == oldest - 1``, as for one topic."""
     active_index = len(timelines.items) - 1
     active = timelines.active
-    # Asked once: a kafka answer costs a new consumer and a fetch of every partition.
+    # Asked once: an answer can cost a kafka consumer and a fetch of every partition.
     active_bounds = engine_for(active.storage_id).bounds(active.topic)
     newest: dict[int, int] = {}
     for available in active_bounds:

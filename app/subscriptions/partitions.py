@@ -20,6 +20,7 @@ from app.storage.across_timelines import EngineFor, timelines_bounds
 from app.storage.engine import PartitionBounds
 
 Lookup = Callable[[str], tuple[EventType, Timelines] | None]
+BoundsByEventType = dict[str, dict[int, PartitionBounds]]
 
 
 class EventTypeGone(Exception):
@@ -104,8 +105,7 @@ def starting_offsets(subscription: Subscription, partitions: SubscriptionPartiti
 
 
 def partition_bounds(partitions: SubscriptionPartitions, engine_for: EngineFor,
-                     known: dict[str, dict[int, PartitionBounds]] | None = None
-                     ) -> dict[str, dict[int, PartitionBounds]]:
+                     known: BoundsByEventType | None = None) -> BoundsByEventType:
     """The available range of every partition, by event type (``StorageError`` when a
     storage does not answer). Event types in ``known`` are not asked again, and those
     asked are added to it (one answer per event type for several subscriptions)."""
