@@ -32,7 +32,7 @@ def services(settings, pool) -> Iterator[Services]:
 
 
 def event_type(services: Services) -> str:
-    """A new business event type on the default storage with events 0..2 in partition 0."""
+    """A new event type on the default storage with events 0..2 in partition 0."""
     name = f"lag-{uuid.uuid4().hex[:12]}"
     operations.create(services, {
         "name": name, "owning_application": "tests", "category": "undefined",
