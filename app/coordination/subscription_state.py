@@ -194,10 +194,14 @@ class SubscriptionState:
             except NoNodeError:
                 raise SubscriptionGone(self.root) from None
 
-    def rebalance(self, partitions: Iterable[PartitionKey]) -> Topology:
-        """Recompute the topology for the sessions open now."""
+    def rebalance(self, partitions: Iterable[PartitionKey], sessions_watch: Watch = None
+                  ) -> Topology:
+        """Recompute the topology for the sessions open now; ``sessions_watch`` fires once
+        when one comes or goes after they were read (one read arms it and serves the
+        rebalance)."""
         keys = list(partitions)
-        return self.update_topology(lambda current: rebalance(current, keys, self.sessions()))
+        return self.update_topology(
+            lambda current: rebalance(current, keys, self.sessions(sessions_watch)))
 
     # Offsets
 

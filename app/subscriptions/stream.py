@@ -113,7 +113,11 @@ class SubscriptionStream:
         local_streams.opened(self.id, self._commits.committed_here)
         state.zookeeper.add_listener(self._connection_changed)
         try:
-            topology = state.rebalance(self._partitions.partition_keys())
+            # The sessions watch is armed here: the first turn rebalances again only
+            # if a stream came or went since.
+            self._sessions_changed = False
+            topology = state.rebalance(self._partitions.partition_keys(),
+                                       self._signal("_sessions_changed"))
             mine = topology.heading_to(self.id)
             if not mine or not self._params.requested <= {p.key for p in mine}:
                 raise StreamRefused(409, self._refusal(topology))
@@ -239,8 +243,7 @@ class SubscriptionStream:
             self._check_control()
         if self._sessions_changed:
             self._sessions_changed = False
-            state.sessions(watch=self._signal("_sessions_changed"))
-            state.rebalance(self._partitions.partition_keys())
+            state.rebalance(self._partitions.partition_keys(), self._signal("_sessions_changed"))
         if self._topology_changed:
             self._topology_changed = False
             self._follow(state.topology(watch=self._signal("_topology_changed")))

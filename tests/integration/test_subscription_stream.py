@@ -203,6 +203,41 @@ def test_partitions_moved_before_the_first_turn_are_handed_over_at_once(
         close_all(first, second)
 
 
+def test_a_stream_reads_the_sessions_once_to_start(
+        zookeeper, engine, topic, timeline, subscription, monkeypatch):
+    """Its start's rebalance arms the sessions watch: its first turn rebalances again
+    only if a stream came or went since (one read besides the check for direct
+    assignments)."""
+    reads = []
+    sessions = SubscriptionState.sessions
+    monkeypatch.setattr(SubscriptionState, "sessions",
+                        lambda state, watch=None: reads.append(1) or sessions(state, watch))
+    append(engine, topic, 0, 1)
+    client = open_stream(zookeeper, engine, subscription, timeline)
+    try:
+        client.events_batch()
+        assert len(reads) == 2
+    finally:
+        client.close()
+
+
+def test_a_stream_whose_zookeeper_session_dies_leaves_its_partitions_to_the_others(
+        zookeeper, other_client, engine, topic, timeline, subscription):
+    """Nobody rebalances for a stream of an instance that lost ZooKeeper: its session
+    node vanishes, and the watch of the others' sessions moves its partitions."""
+    first = open_stream(zookeeper, engine, subscription, timeline)
+    state = SubscriptionState(zookeeper, subscription.id)
+    try:
+        second = started_stream(other_client, engine, subscription, timeline)
+        wait_until(lambda: len(state.topology().held_by(second.id)) == 1
+                   and all(p.state == "assigned" for p in state.topology().partitions))
+        other_client.stop()
+        wait_until(lambda: len(state.topology().held_by(first.stream.id)) == 3
+                   and all(p.state == "assigned" for p in state.topology().partitions))
+    finally:
+        first.close()
+
+
 def test_more_streams_than_partitions_are_refused_without_leaving_a_session(
         zookeeper, engine, topic, timeline, subscription):
     clients = [open_stream(zookeeper, engine, subscription, timeline) for _ in range(3)]
