@@ -6,7 +6,8 @@ import json
 
 from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
-from app.storage.engine import BEFORE_FIRST, StorageEngine
+from app.storage.across_timelines import EngineFor
+from app.storage.engine import BEFORE_FIRST, PartitionBounds, StorageEngine
 from app.storage.engines import build_engine
 from app.storage.offsets import encode_offset
 
@@ -15,6 +16,22 @@ BEFORE_FIRST_OFFSET = encode_offset(1, BEFORE_FIRST)
 
 def engine_for(pool, storage_id: str) -> StorageEngine:
     return build_engine(get_storage(pool, storage_id), pool)
+
+
+def counting_bounds(engine_for: EngineFor) -> tuple[EngineFor, list[str]]:
+    """``engine_for`` whose engines note the topics their ``bounds`` is asked about,
+    and that list (each answer costs the storage: on kafka a consumer and a fetch)."""
+    asked: list[str] = []
+
+    class Counting:
+        def __init__(self, storage_id: str) -> None:
+            self.engine = engine_for(storage_id)
+
+        def bounds(self, topic: str) -> list[PartitionBounds]:
+            asked.append(topic)
+            return self.engine.bounds(topic)
+
+    return Counting, asked  # type: ignore[return-value]
 
 
 def off(engine_offset: int) -> str:

@@ -20,6 +20,7 @@ from app.registry import operations
 from app.repository.subscriptions import insert_subscription
 from app.services import Services
 from app.subscriptions.partitions import partition_bounds, starting_offsets, subscription_partitions
+from tests.helpers.storage import counting_bounds
 from tests.helpers.waiting import wait_until
 
 
@@ -63,18 +64,8 @@ def lag_figure(subscription_id: str) -> float | None:
 
 def bounds_asked(services: Services, monkeypatch) -> list[str]:
     """The topics the storages are asked the bounds of from now on."""
-    asked: list[str] = []
-    engine_for = services.engines.get
-
-    class Counting:
-        def __init__(self, storage_id: str) -> None:
-            self.engine = engine_for(storage_id)
-
-        def bounds(self, topic: str):
-            asked.append(topic)
-            return self.engine.bounds(topic)
-
-    monkeypatch.setattr(services.engines, "get", Counting)
+    counting, asked = counting_bounds(services.engines.get)
+    monkeypatch.setattr(services.engines, "get", counting)
     return asked
 
 
