@@ -66,3 +66,43 @@ def test_answers_given_at_once_still_let_other_greenlets_run(pair):
     for _ in range(AskFirstGeventHandler.YIELD_EVERY):
         handler.select([left], [], [], 5)
     assert others_ran == [True]
+
+
+def test_select_on_two_sockets_answers_the_one_that_became_readable(pair):
+    # kazoo's connection loop waits on its ZooKeeper socket and its request pipe.
+    left, _ = pair
+    other_left, other_right = socket.socketpair()
+    try:
+        gevent.spawn_later(0.02, other_right.sendall, b"x")
+        assert AskFirstGeventHandler().select([left, other_left], [], [], 5) == (
+            [other_left], [], [])
+    finally:
+        other_left.close()
+        other_right.close()
+
+
+def test_select_waits_until_a_full_socket_can_be_written_again(pair):
+    left, right = pair
+    left.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        while True:
+            left.send(b"x" * 65536)
+    drained = gevent.spawn_later(0.02, lambda: [right.recv(1 << 20) for _ in range(64)])
+    assert AskFirstGeventHandler().select([], [left], [], 5) == ([], [left], [])
+    drained.kill()
+
+
+def test_select_waits_for_a_peer_that_closes(pair):
+    left, right = pair
+    gevent.spawn_later(0.02, right.close)
+    assert AskFirstGeventHandler().select([left], [], [], 5) == ([left], [], [])
+
+
+def test_a_select_leaves_no_watcher_running_whether_it_timed_out_or_not(pair):
+    left, right = pair
+    loop = gevent.get_hub().loop
+    before = loop.activecnt
+    assert AskFirstGeventHandler().select([left], [], [], 0.01) == ([], [], [])
+    gevent.spawn_later(0.01, right.sendall, b"x")
+    assert AskFirstGeventHandler().select([left], [], [], 5) == ([left], [], [])
+    assert loop.activecnt == before
