@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import socket
 import uuid
 
 import pytest
@@ -93,3 +94,26 @@ def test_a_body_over_the_limit_is_a_413_naming_the_limit(base_url, event_type):
                           (zeros, {"Content-Type": "application/json"})):
         problem = assert_problem(publish(base_url, event_type, body, headers), 413)
         assert str(limit) in problem["detail"]
+
+
+@pytest.mark.parametrize("encoding", [b"", b"Content-Encoding: gzip\r\n"])
+def test_a_body_cut_short_of_its_content_length_is_a_400_and_stores_nothing(
+        base_url, event_type, encoding):
+    body = json.dumps(events(2)).encode()
+    if encoding:
+        body = gzip.compress(body)
+    before = newest_offset(base_url, event_type)
+    host, port = base_url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as connection:
+        connection.sendall(
+            f"POST /event-types/{event_type}/events HTTP/1.1\r\nHost: x\r\n".encode()
+            + b"Content-Type: application/json\r\n" + encoding
+            + f"Content-Length: {len(body) + 50}\r\n\r\n".encode() + body)
+        connection.shutdown(socket.SHUT_WR)  # the client goes away 50 bytes short
+        answer = b""
+        while chunk := connection.recv(65536):
+            answer += chunk
+    head, _, problem = answer.partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 400 "), head
+    assert json.loads(problem)["status"] == 400
+    assert newest_offset(base_url, event_type) == before
