@@ -49,6 +49,16 @@ def json_body() -> Any:
         raise Problem(400, f"the body is not valid JSON: {error}") from None
 
 
+def optional_json_body(default: Any) -> Any:
+    """The body's JSON value, as ``json_body``, or ``default`` when the request has
+    none: no ``Content-Length`` above 0 and no chunked body (clients that stream
+    their request bodies send them chunked, without a length)."""
+    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
+    if not request.content_length and not chunked:
+        return default
+    return json_body()
+
+
 def json_bytes(limit: int) -> bytes:
     """The request body, gunzipped when sent with ``Content-Encoding: gzip``: a 415 for
     another type or encoding, a 400 for broken gzip, a 413 above ``limit`` bytes."""

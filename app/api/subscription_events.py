@@ -8,7 +8,7 @@ from typing import Any
 
 from flask import Blueprint, Response, g, request
 
-from app.api.body import json_body
+from app.api.body import optional_json_body
 from app.api.lookups import (
     subscription_bounds,
     subscription_or_404,
@@ -54,7 +54,7 @@ def stream(subscription_id: str) -> Response:
 @needs_scope(Operation.READ)
 def stream_partitions(subscription_id: str) -> Response:
     """Parameters come from the body (the query's are used for those it lacks)."""
-    body = json_body() if request.content_length else {}
+    body = optional_json_body({})
     if not isinstance(body, Mapping):
         raise Problem(422, "the body must be a JSON object with the stream parameters and "
                            'optionally "partitions": [{"event_type": ..., "partition": ...}]')

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -113,6 +114,26 @@ def test_direct_assignment_takes_the_partitions_asked_for(base_url, default_stor
     finally:
         auto.vanish()
         direct.vanish()
+
+
+def test_a_chunked_body_asks_for_partitions_as_one_with_a_length_does(
+        base_url, default_storage, event_types, subscriptions):
+    # Clients that stream their request bodies send them chunked, without a length.
+    name = event_types(2)
+    sid = subscribe(subscriptions, [name])
+    body = json.dumps({"partitions": [{"event_type": name, "partition": "1"}],
+                       "batch_flush_timeout": 1}).encode()
+    response = requests.post(f"{base_url}/subscriptions/{sid}/events", data=iter([body]),
+                             headers={"Content-Type": "application/json"}, stream=True,
+                             timeout=30)
+    assert "Content-Length" not in response.request.headers
+    client = StreamClient(base_url, sid, response=response)
+    try:
+        held = {p["partition"]: (p.get("stream_id"), p.get("assignment_type"))
+                for p in stats(base_url, sid) if p["state"] != "unassigned"}
+        assert held == {"1": (client.stream_id, "direct")}
+    finally:
+        client.vanish()
 
 
 def test_max_uncommitted_events_pauses_until_a_commit(base_url, default_storage, event_types,
