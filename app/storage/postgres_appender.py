@@ -3,11 +3,11 @@
 Every append waits for a durable commit, and every commit that notifies
 readers takes a lock PostgreSQL holds across all sessions. One transaction per
 request caps a worker at a few thousand appends per second whatever their
-size. So appends from concurrent greenlets are queued, and a few writer
-greenlets each take everything queued and store it in one transaction: one
-commit and one NOTIFY per topic for the lot. Under light load a transaction
-carries a single append and nothing waits; under heavy load transactions
-grow instead of queueing.
+size. So appends from concurrent greenlets are queued, and a writer greenlet
+takes everything queued and stores it in one transaction: one commit and one
+NOTIFY per topic for the lot. Under light load a transaction carries a single
+append and nothing waits; under heavy load transactions grow instead of
+queueing.
 
 When a shared transaction fails, each of its appends is written again on its
 own, so one bad append (a deleted topic, say) fails only its own caller.
@@ -26,7 +26,12 @@ import psycopg2
 from app.repository.database import ConnectionPool
 
 CHANNEL = "nakadi_log"
-WRITERS = 2
+WRITERS = 1
+"""Writer greenlets per worker. With two, single events sent at half the saturated
+rate waited p99 12.6-118 ms (over 25 ms in four runs of eight), with one 6.5-18 ms.
+Every notifying commit takes the lock above in turn, so more of them in flight
+seem only to lengthen that queue. Saturated rates at batch 1, 10, 100 and 1,000
+moved within their spread (``bench_publish --engines postgres``, alternated runs)."""
 MAX_APPENDS_PER_TRANSACTION = 500
 # A chunk holds at most CHUNK_EVENTS events (log_chunks checks it: readers rely on it to
 # bound their index ranges), and grows past CHUNK_BYTES only by its first event.
