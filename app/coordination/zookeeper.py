@@ -96,10 +96,9 @@ class AskFirstGeventHandler(SequentialGeventHandler):
     Most of those sockets are ready already (the rest of a message that
     arrived); one non-blocking ``poll`` answers those. The rest wait in
     ``first_ready``, which needs a fraction of what gevent's selector costs
-    (twice per request: for the request, then for its answer). gevent's select
-    always let the other greenlets run; so that a busy connection cannot keep
-    them waiting, every ``YIELD_EVERY``-th answer in a row given at once still
-    lets them."""
+    (twice per request: for the request, then for its answer). A wait lets the
+    other greenlets run; so that a busy connection cannot keep them waiting,
+    every ``YIELD_EVERY``-th answer in a row given at once still lets them."""
 
     YIELD_EVERY = 16
 
@@ -146,9 +145,9 @@ def first_ready(rlist: list[Any], wlist: list[Any], timeout: float | None
     """Waits cooperatively until one of the sockets (or file descriptors) can be
     read or written, or ``timeout`` seconds passed: the one that became ready
     first, or none (kazoo looks at the first only). A watcher per socket on the
-    hub's loop and one waiter. With gevent's selector there instead, a get cost
-    the workers' client 113-130 us of CPU, now 76-82 us; kazoo's own gevent
-    handler ~140 us (``bench_zookeeper``, on the 2-core machine)."""
+    hub's loop and one waiter: a get costs the workers' client 76-82 us of CPU
+    where it cost 113-130 us with gevent's selector here (alternated runs on the
+    2-core machine); ``bench_zookeeper`` prints it next to kazoo's own handler."""
     hub = gevent.get_hub()
     waiter: gevent.hub.Waiter[tuple[Any, bool] | None] = gevent.hub.Waiter(hub)
     watchers: list[Any] = []  # libev io and timer watchers

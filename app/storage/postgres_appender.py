@@ -27,8 +27,9 @@ from app.repository.database import ConnectionPool
 
 CHANNEL = "nakadi_log"
 WRITERS = 1
-"""Writer greenlets per worker. With two, single events sent at half the saturated
-rate waited p99 12.6-118 ms (over 25 ms in four runs of eight), with one 6.5-18 ms.
+"""Writer greenlets per worker. With two, single events sent at about half the
+saturated rate waited p99 11.5-118 ms (over 25 ms in six runs of twelve), with one
+6.5-18.4 ms (p50 2.8-4.8 ms against 4.0-11.9).
 Every notifying commit takes the lock above in turn, so more of them in flight
 seem only to lengthen that queue. Saturated rates at batch 1, 10, 100 and 1,000
 moved within their spread (``bench_publish --engines postgres``, alternated runs)."""
