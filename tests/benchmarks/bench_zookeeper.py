@@ -39,6 +39,11 @@ def process_cpu_s() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def _ignore(_event: object) -> None:
+    """The watch a stream sets again on every read: one function, as a stream's is (kazoo
+    keeps a set of them per path)."""
+
+
 def requests_of(client: KazooClient, path: str) -> dict[str, Callable[[int], object]]:
     """One request of each kind, the n-th."""
     for node in (path, path + "/topology", path + "/offset"):
@@ -53,7 +58,7 @@ def requests_of(client: KazooClient, path: str) -> dict[str, Callable[[int], obj
 
     return {
         "get": lambda n: client.get(path),
-        "get with a watch": lambda n: client.get(path, watch=lambda event: None),
+        "get with a watch": lambda n: client.get(path, watch=_ignore),
         "set": lambda n: client.set(path, b"%040d" % n),
         "multi (check, 2 sets)": multi,
     }
