@@ -9,6 +9,13 @@ NOTIFY per topic for the lot. Under light load a transaction carries a single
 append and nothing waits; under heavy load transactions grow instead of
 queueing.
 
+One writer, not two: with two, single events sent at about half the saturated
+rate waited p99 11.5-118 ms (over 25 ms in six runs of twelve), with one
+6.5-18.4 ms (p50 2.8-4.8 ms against 4.0-11.9). Every notifying commit takes the
+lock above in turn, so more of them in flight seem only to lengthen that queue.
+Saturated rates at batch 1, 10, 100 and 1,000 moved within their spread
+(``bench_publish --engines postgres``, alternated runs).
+
 When a shared transaction fails, each of its appends is written again on its
 own, so one bad append (a deleted topic, say) fails only its own caller.
 """
@@ -26,13 +33,6 @@ import psycopg2
 from app.repository.database import ConnectionPool
 
 CHANNEL = "nakadi_log"
-WRITERS = 1
-"""Writer greenlets per worker. With two, single events sent at about half the
-saturated rate waited p99 11.5-118 ms (over 25 ms in six runs of twelve), with one
-6.5-18.4 ms (p50 2.8-4.8 ms against 4.0-11.9).
-Every notifying commit takes the lock above in turn, so more of them in flight
-seem only to lengthen that queue. Saturated rates at batch 1, 10, 100 and 1,000
-moved within their spread (``bench_publish --engines postgres``, alternated runs)."""
 MAX_APPENDS_PER_TRANSACTION = 500
 # A chunk holds at most CHUNK_EVENTS events (log_chunks checks it: readers rely on it to
 # bound their index ranges), and grows past CHUNK_BYTES only by its first event.
@@ -110,7 +110,7 @@ class MissingPartitions(Exception):
 class PendingAppend:
     topic_id: int
     batches: Mapping[int, Sequence[bytes]]
-    # Set by a writer greenlet: each partition's first offset, or the error.
+    # Set by the writer greenlet: each partition's first offset, or the error.
     done: gevent.event.AsyncResult[dict[int, int]] = field(
         default_factory=gevent.event.AsyncResult)
 
@@ -120,7 +120,7 @@ class GroupAppender:
         self._pool = pool
         self._queue: list[PendingAppend] = []
         self._queued = gevent.event.Event()
-        self._writers: list[gevent.Greenlet] = []
+        self._writer: gevent.Greenlet | None = None
 
     def append(self, topic_id: int, batches: Mapping[int, Sequence[bytes]]) -> dict[int, int]:
         """Store the batches (partition -> payloads, none empty); returns each
@@ -129,12 +129,10 @@ class GroupAppender:
         pending = PendingAppend(topic_id, batches)
         self._queue.append(pending)
         self._queued.set()
-        if len(self._writers) < WRITERS or any(w.dead for w in self._writers):
-            self._writers = [w for w in self._writers if not w.dead]
-            self._writers += [gevent.spawn(self._write_forever)
-                              for _ in range(WRITERS - len(self._writers))]
+        if self._writer is None or self._writer.dead:
+            self._writer = gevent.spawn(self._write_forever)
         first_offsets = pending.done.get()
-        assert first_offsets is not None, "writers set offsets or an exception"
+        assert first_offsets is not None, "the writer sets offsets or an exception"
         return first_offsets
 
     def _write_forever(self) -> None:
@@ -211,5 +209,6 @@ class GroupAppender:
                 for pending, start in zip(taken, starts, strict=True)]
 
     def close(self) -> None:
-        gevent.killall(self._writers)
-        self._writers = []
+        if self._writer is not None:
+            self._writer.kill()
+            self._writer = None
