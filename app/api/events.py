@@ -30,7 +30,7 @@ from app.security.policy import Operation
 from app.services import services
 from app.storage.engine import PartitionBounds
 from app.streaming.event_stream import open_event_stream
-from app.streaming.response import stream_response
+from app.streaming.response import stream_head, stream_response
 
 blueprint = Blueprint("events", __name__)
 
@@ -105,6 +105,8 @@ def stream_events(name: str) -> Response:
     require_consumer([event_type])
     limits = stream_limits()
     positions = _start_positions(timeline, partition_bounds(timeline))
+    if request.method == "HEAD":
+        return stream_head()
     meter = StreamMeter(current.kpis, current.kpis.client(g.subject), event_type=name)
     try:
         stream, slots = open_event_stream(

@@ -1,5 +1,6 @@
 """``/subscriptions/{id}/events``: a subscription stream (GET), or one reading
-partitions it names (POST, "GET with body")."""
+partitions it names (POST, "GET with body"). A HEAD makes the GET's checks and
+answers its headers without opening a stream (``stream_head``)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ from app.security.guard import (
 from app.security.policy import Operation
 from app.services import services
 from app.storage.engine import StorageEngine
-from app.streaming.response import stream_response
+from app.streaming.response import stream_head, stream_response
 from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
 from app.subscriptions.stream import SubscriptionStream
 from app.subscriptions.stream_options import (
@@ -114,6 +115,8 @@ def _stream(subscription_id: str, source: Mapping[str, str],
     subscription = subscription_or_404(subscription_id)
     require_subscription_reader(subscription)
     params = _stream_params(source, requested)
+    if request.method == "HEAD":
+        return stream_head()
     partitions = subscription_partitions_of(subscription)
 
     def engine_for(storage_id: str) -> StorageEngine:

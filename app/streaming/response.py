@@ -16,24 +16,42 @@ def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], No
                     headers: dict[str, str] | None = None) -> Response:
     """A chunked response of the stream's lines. The headers go out at once, before
     any batch; the body is gzipped when the client accepts it; when the stream
-    ends, ``on_end`` runs (also when the client left early) and the connection is
-    closed, as Nakadi does: some clients read until the socket closes."""
-    compress = request.accept_encodings["gzip"] > 0
+    ends, ``on_end`` runs (also when the client left early, and when the body was
+    never read) and the connection is closed, as Nakadi does: some clients read
+    until the socket closes."""
+    compress = _gzip_accepted()
 
     def body() -> Iterator[bytes]:
-        try:
-            yield b""  # the headers go out now
-            yield from gzipped(lines) if compress else lines
-        finally:
-            lines.close()
-            on_end()
+        yield b""  # the headers go out now
+        yield from gzipped(lines) if compress else lines
 
     lifecycle.close_connection_after_response()
-    response = Response(body(), content_type=STREAM_CONTENT_TYPE)
+    response = _with_stream_headers(Response(body()), compress)
+    response.headers.update(headers or {})
+    # Run by the response's close, which the WSGI server calls whether or not it read
+    # the body: a generator never started would not run its ``finally``.
+    response.call_on_close(lines.close)
+    response.call_on_close(on_end)
+    return response
+
+
+def stream_head() -> Response:
+    """The answer to a HEAD of a stream: the headers its GET would start with, no
+    body, and no stream opened (a HEAD has no side effects, and a stream claims
+    partitions). An empty iterator, not an empty body, so that no Content-Length of
+    0 is sent: the GET's body has no length."""
+    return _with_stream_headers(Response(iter(())), _gzip_accepted())
+
+
+def _gzip_accepted() -> bool:
+    return request.accept_encodings["gzip"] > 0
+
+
+def _with_stream_headers(response: Response, compress: bool) -> Response:
+    response.content_type = STREAM_CONTENT_TYPE
     response.headers["X-Accel-Buffering"] = "no"  # nginx: pass batches on as they come
     if compress:
         response.headers["Content-Encoding"] = "gzip"
-    response.headers.update(headers or {})
     return response
 
 

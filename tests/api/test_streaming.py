@@ -188,6 +188,22 @@ def test_too_many_streams_on_a_partition_is_a_429_and_closed_streams_free_slots(
         stream.close()
 
 
+def test_a_head_answers_the_stream_headers_and_claims_no_slot(base_url, event_type):
+    url = f"{base_url}/event-types/{event_type}/events"
+    for _ in range(4):  # more than the 3 streams a partition allows here
+        head = requests.head(url, headers={"Accept-Encoding": "gzip"}, timeout=10)
+        assert head.status_code == 200
+        assert head.headers["Content-Type"] == "application/x-json-stream"
+        assert head.headers["Content-Encoding"] == "gzip"
+        assert "Content-Length" not in head.headers and head.content == b""
+    streams = [open_stream(base_url, event_type, begin(0), batch_flush_timeout=30)
+               for _ in range(3)]
+    assert [s.status_code for s in streams] == [200, 200, 200]
+    for stream in streams:
+        stream.close()
+    assert requests.head(url, params={"batch_limit": "0"}, timeout=10).status_code == 422
+
+
 @pytest.mark.parametrize(("params", "cursors", "detail"), [
     ({"batch_limit": "0"}, None, "batch_limit"),
     ({"batch_limit": "x"}, None, "batch_limit"),

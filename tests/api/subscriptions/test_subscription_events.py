@@ -93,6 +93,27 @@ def test_more_streams_than_partitions_is_409(base_url, event_types, subscription
         second.vanish()
 
 
+def test_a_head_answers_the_stream_headers_and_takes_no_partition(base_url, event_types,
+                                                                  subscriptions):
+    sid = subscribe(subscriptions, [event_types(1)])
+    url = f"{base_url}/subscriptions/{sid}/events"
+    head = requests.head(url, timeout=10)
+    assert head.status_code == 200
+    assert head.headers["Content-Type"] == "application/x-json-stream"
+    assert "X-Nakadi-StreamId" not in head.headers and head.content == b""
+    assert [p["state"] for p in stats(base_url, sid)] == ["unassigned"]
+    stream = StreamClient(base_url, sid)  # the only partition is free for it
+    try:
+        assert requests.head(url, timeout=10).status_code == 200  # not 409
+        assert [(p["state"], p["stream_id"]) for p in stats(base_url, sid)] == [
+            ("assigned", stream.stream_id)]
+        assert requests.head(url, params={"batch_limit": 0}, timeout=10).status_code == 422
+        assert requests.head(f"{base_url}/subscriptions/{uuid.uuid4()}/events",
+                             timeout=10).status_code == 404
+    finally:
+        stream.vanish()
+
+
 def test_direct_assignment_takes_the_partitions_asked_for(base_url, default_storage,
                                                           event_types, subscriptions):
     name = event_types(2)
