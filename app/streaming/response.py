@@ -20,18 +20,31 @@ def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], No
     never read) and the connection is closed, as Nakadi does: some clients read
     until the socket closes."""
     compress = _gzip_accepted()
+    ended = False
+
+    def end() -> None:
+        nonlocal ended
+        if not ended:
+            ended = True
+            lines.close()
+            on_end()
 
     def body() -> Iterator[bytes]:
-        yield b""  # the headers go out now
-        yield from gzipped(lines) if compress else lines
+        try:
+            yield b""  # the headers go out now
+            yield from gzipped(lines) if compress else lines
+        finally:
+            # Before the body's last chunk: a client that reconnects at once finds
+            # the stream's partitions free.
+            end()
 
     lifecycle.close_connection_after_response()
     response = _with_stream_headers(Response(body()), compress)
     response.headers.update(headers or {})
-    # Run by the response's close, which the WSGI server calls whether or not it read
-    # the body: a generator never started would not run its ``finally``.
-    response.call_on_close(lines.close)
-    response.call_on_close(on_end)
+    # Also run by the response's close, which the WSGI server calls whether or not it
+    # read the body (it reads none for a HEAD): a generator never started does not
+    # run its ``finally``.
+    response.call_on_close(end)
     return response
 
 

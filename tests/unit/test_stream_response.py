@@ -27,6 +27,8 @@ def test_the_stream_ends_when_the_response_closes_unread_or_read():
     unread.close()
     assert ended == ["ended"]
     ended.clear()
+    # Read to the end, the stream ended before the body's last chunk went out.
     assert b"".join(read.response) == b'{"cursor":{}}\n'
-    read.close()
     assert ended == ["lines closed", "ended"]
+    read.close()
+    assert ended == ["lines closed", "ended"]  # once
