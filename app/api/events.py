@@ -123,4 +123,4 @@ def stream_events(name: str) -> Response:
     def ended() -> None:
         slots.release()
         meter.close()
-    return stream_response(stream.lines(), ended)
+    return stream_response(stream.lines(), ended, time_left=stream.time_left)

@@ -145,4 +145,5 @@ def _stream(subscription_id: str, source: Mapping[str, str],
             stream.end()
         finally:
             meter.close()
-    return stream_response(stream.lines(), ended, {STREAM_ID_HEADER: stream.id})
+    return stream_response(stream.lines(), ended, {STREAM_ID_HEADER: stream.id},
+                           stream.time_left)

@@ -1,10 +1,15 @@
-"""Noticing, without writing to it, that a stream's client has gone away."""
+"""A stream's client: noticing, without writing to it, that it has gone away, and
+cutting it off when it stops reading past the stream's deadline."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import select
 import socket
+from collections.abc import Callable, Iterator
 
+import gevent
 from gevent import monkey
 
 # The operating system's poll, not gevent's select: gevent's select.select hands
@@ -12,6 +17,12 @@ from gevent import monkey
 # more, and a worker holding a thousand streams has many of those.
 _poll = monkey.get_original("select", "poll")
 _READABLE = select.POLLIN | select.POLLPRI | select.POLLHUP | select.POLLERR
+
+LAST_WRITE_S = 5.0
+"""How long a write that starts at or after the stream's deadline (its last lines)
+may wait for the client to read."""
+
+log = logging.getLogger(__name__)
 
 
 def client_gone(connection: socket.socket | None) -> bool:
@@ -26,3 +37,40 @@ def client_gone(connection: socket.socket | None) -> bool:
         return connection.recv(1, socket.MSG_PEEK) == b""
     except (OSError, ValueError):
         return True
+
+
+@contextlib.contextmanager
+def write_deadline(connection: socket.socket | None,
+                   time_left: Callable[[], float | None]) -> Iterator[None]:
+    """Around a write of the stream to ``connection``: when the client has read
+    too little for it to finish by the stream's deadline (``time_left``, asked again
+    when it comes, since a commit moves it; None for none), the connection is shut
+    down, which fails the write, and so ends the stream.
+
+    A stream waiting on a client that stopped reading checks no limit of its own:
+    without this, a stuck consumer that kept its connection open held its
+    partitions past ``commit_timeout`` and ``stream_timeout``, for good."""
+    if connection is None or (left := time_left()) is None:
+        yield
+        return
+    loop = gevent.get_hub().loop
+    timer = loop.timer(max(left, LAST_WRITE_S))
+
+    def due() -> None:
+        nonlocal timer
+        timer.close()
+        left = time_left()
+        if left is not None and left > 0:
+            timer = loop.timer(left)
+            timer.start(due)
+            return
+        log.warning("a stream's client read too little to take its lines before the "
+                    "stream's deadline: closing the connection")
+        with contextlib.suppress(OSError):
+            connection.shutdown(socket.SHUT_RDWR)
+
+    timer.start(due)
+    try:
+        yield
+    finally:
+        timer.close()

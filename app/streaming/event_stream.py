@@ -63,6 +63,11 @@ class EventStream:
         self._on_batch(event_type, len(payloads), len(line))
         return line
 
+    def time_left(self) -> float:
+        """Seconds until ``stream_timeout``, which ends the stream also while a write
+        waits on a client that stopped reading."""
+        return self._ends_at - self._clock()
+
     def lines(self) -> Generator[bytes, None, None]:
         """The stream's lines, ending when a limit says so; closes the reader at the end."""
         try:

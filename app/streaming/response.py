@@ -8,18 +8,22 @@ from collections.abc import Callable, Generator, Iterator
 from flask import Response, request
 
 from app import lifecycle
+from app.streaming.connection import write_deadline
 
 STREAM_CONTENT_TYPE = "application/x-json-stream"
 
 
 def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], None],
-                    headers: dict[str, str] | None = None) -> Response:
+                    headers: dict[str, str] | None = None,
+                    time_left: Callable[[], float | None] = lambda: None) -> Response:
     """A chunked response of the stream's lines. The headers go out at once, before
-    any batch; the body is gzipped when the client accepts it; when the stream
-    ends, ``on_end`` runs (also when the client left early, and when the body was
-    never read) and the connection is closed, as Nakadi does: some clients read
-    until the socket closes."""
+    any batch; the body is gzipped when the client accepts it; a client that stops
+    reading is cut off once the stream is past its deadline (``time_left``, see
+    ``write_deadline``); when the stream ends, ``on_end`` runs (also when the
+    client left early, and when the body was never read) and the connection is
+    closed, as Nakadi does: some clients read until the socket closes."""
     compress = _gzip_accepted()
+    connection = request.environ.get("gunicorn.socket")
     ended = False
 
     def end() -> None:
@@ -31,8 +35,11 @@ def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], No
 
     def body() -> Iterator[bytes]:
         try:
-            yield b""  # the headers go out now
-            yield from gzipped(lines) if compress else lines
+            with write_deadline(connection, time_left):
+                yield b""  # the headers go out now
+            for chunk in gzipped(lines) if compress else lines:
+                with write_deadline(connection, time_left):
+                    yield chunk
         finally:
             # Before the body's last chunk: a client that reconnects at once finds
             # the stream's partitions free.

@@ -199,6 +199,13 @@ class SubscriptionStream:
             if not self._readers.inbox or self._capacity() <= 0:
                 self._wake.wait(max(0.0, wait))
 
+    def time_left(self) -> float:
+        """Seconds until ``commit_timeout`` (when events await a commit) or
+        ``stream_timeout`` ends the stream, also while a write waits on a client that
+        stopped reading."""
+        deadline = self._commits.commit_deadline
+        return min(self._ends_at, self._ends_at if deadline is None else deadline) - self._clock()
+
     def _ending(self) -> tuple[str, bool] | None:
         """Why the stream should end now, and whether gracefully (pending batches sent,
         commits awaited); None to go on."""

@@ -11,6 +11,7 @@ import uuid
 import pytest
 import requests
 
+from app.streaming.connection import LAST_WRITE_S
 from deploy.localstack import free_port
 from tests.api.conftest import (
     assert_problem,
@@ -18,8 +19,9 @@ from tests.api.conftest import (
     stop_gunicorn,
     wait_until_serving,
 )
-from tests.helpers.broker import new_event_type
+from tests.helpers.broker import backlog_event_type, new_event_type
 from tests.helpers.broker import publish_to as publish
+from tests.helpers.raw_http import stuck_client
 from tests.helpers.storage import expire
 from tests.helpers.waiting import wait_until
 
@@ -202,6 +204,31 @@ def test_a_head_answers_the_stream_headers_and_claims_no_slot(base_url, event_ty
     for stream in streams:
         stream.close()
     assert requests.head(url, params={"batch_limit": "0"}, timeout=10).status_code == 422
+
+
+def test_a_client_that_stops_reading_is_cut_off_at_stream_timeout(base_url):
+    name = backlog_event_type(base_url)
+    port = int(base_url.rsplit(":", 1)[1])
+    path = f"/event-types/{name}/events?batch_limit=100&stream_timeout=1&batch_flush_timeout=1"
+    cursors = {"X-Nakadi-Cursors": json.dumps(begin(0))}
+    stuck = [stuck_client(port, path, cursors) for _ in range(3)]  # all the slots here
+    started = time.monotonic()
+    try:
+        # Their writes wait on clients that read nothing: before, they held the
+        # partition's slots for as long as the clients kept their connections.
+        def opened() -> requests.Response | None:
+            again = open_stream(base_url, name, begin(0), stream_limit=1)
+            if again.status_code == 200:
+                return again
+            again.close()
+            return None
+
+        wait_until(opened, timeout=20, what="a slot freed").close()
+        assert time.monotonic() - started < 1 + LAST_WRITE_S + 5
+    finally:
+        for client in stuck:
+            client.close()
+        requests.delete(f"{base_url}/event-types/{name}")
 
 
 @pytest.mark.parametrize(("params", "cursors", "detail"), [

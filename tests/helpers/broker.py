@@ -49,3 +49,17 @@ def publish_to(base_url: str, name: str, partition: int, count: int, start: int 
         event["metadata"]["partition"] = str(partition)
     response = post(base_url, name, events)
     assert response.status_code == 200, response.text
+
+
+def backlog_event_type(base_url: str, megabytes: int = 8) -> str:
+    """A one-partition event type holding ``megabytes`` of 10 KB events: more than the
+    socket buffers between a stream and a client that does not read can hold."""
+    name = new_event_type(base_url, category="undefined", enrichment_strategies=[],
+                          partition_strategy="random",
+                          schema={"type": "json_schema", "schema": "{}"},
+                          default_statistic={"messages_per_minute": 1, "message_size": 1,
+                                             "read_parallelism": 1, "write_parallelism": 1})
+    for _ in range(megabytes):
+        response = post(base_url, name, [{"pad": "x" * 10_000}] * 100)
+        assert response.status_code == 200, response.text
+    return name

@@ -11,8 +11,15 @@ from collections.abc import Iterator
 class RawConnection:
     """One TCP connection to the server, spoken to byte by byte."""
 
-    def __init__(self, port: int, timeout: float = 15) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port: int, timeout: float = 15, receive_buffer: int | None = None
+                 ) -> None:
+        """``receive_buffer``: the socket's, set before connecting, so that the server
+        can send only about that much more than the client read."""
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        if receive_buffer is not None:
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, receive_buffer)
+        self.sock.settimeout(timeout)
+        self.sock.connect(("127.0.0.1", port))
         self._buffer = b""
 
     def send(self, data: bytes) -> None:
@@ -86,3 +93,15 @@ class RawConnection:
 
     def close(self) -> None:
         self.sock.close()
+
+
+def stuck_client(port: int, path: str, headers: dict[str, str] | None = None
+                 ) -> RawConnection:
+    """A GET whose client reads the response's head and then nothing: with a tiny
+    receive buffer, the server's writes soon wait on it (once the server's send
+    buffer, up to 4 MiB here, is full too)."""
+    connection = RawConnection(port, receive_buffer=4096)
+    connection.request_head("GET", path, headers or {})
+    status, _ = connection.head()
+    assert status == 200
+    return connection

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
 import pytest
 import requests
 
+from app.streaming.connection import LAST_WRITE_S
 from tests.api.conftest import assert_problem
+from tests.helpers.broker import backlog_event_type
+from tests.helpers.raw_http import stuck_client
 from tests.helpers.subscription_streams import (
     StreamClient,
     events_of,
@@ -112,6 +116,31 @@ def test_a_head_answers_the_stream_headers_and_takes_no_partition(base_url, even
                              timeout=10).status_code == 404
     finally:
         stream.vanish()
+
+
+def test_a_client_that_stops_reading_loses_its_partitions_at_commit_timeout(
+        base_url, subscriptions):
+    name = backlog_event_type(base_url)
+    sid = subscribe(subscriptions, [name])
+    stuck = stuck_client(int(base_url.rsplit(":", 1)[1]), f"/subscriptions/{sid}/events?"
+                         "batch_limit=100&max_uncommitted_events=1000&commit_timeout=1")
+    started = time.monotonic()
+    try:
+        # Its writes wait on a client that reads (and commits) nothing: before, it
+        # held the partition for as long as the client kept its connection.
+        def opened() -> requests.Response | None:
+            again = open_stream(base_url, sid)
+            if again.status_code == 200:
+                return again
+            again.close()
+            return None
+
+        wait_until(opened, timeout=20, what="the partition freed").close()
+        assert time.monotonic() - started < 1 + LAST_WRITE_S + 5
+    finally:
+        stuck.close()
+        requests.delete(f"{base_url}/subscriptions/{sid}")
+        requests.delete(f"{base_url}/event-types/{name}")
 
 
 def test_direct_assignment_takes_the_partitions_asked_for(base_url, default_storage,
