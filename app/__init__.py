@@ -24,6 +24,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     make_green()
     app = Flask(__name__, static_folder=None)  # it serves no files
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
+    app.config["REQUEST_BODY_TIMEOUT_S"] = settings.request_body_timeout_s
     app.extensions["nakadi"] = Services(settings)
     recording.configure(settings.metrics_enabled)
     register_problem_handlers(app)

@@ -50,6 +50,10 @@ class Settings:
     max_retention_ms: int = RegistrySettings.max_retention_time_ms
     default_retention_ms: int = RegistrySettings.default_retention_time_ms
     max_batch_bytes: int = 50_000_000
+    # How long a request body may stop arriving (no byte) before the request is a 408,
+    # as nginx's client_body_timeout: a client that stalls mid-body holds a greenlet
+    # and a connection for as long as it likes otherwise.
+    request_body_timeout_s: float = 30.0
     max_streams_per_partition: int = 10
     max_subscription_partitions: int = 100
     # Security (app/security): authentication is off while no token-info URL is set.

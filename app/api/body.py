@@ -1,7 +1,8 @@
 """The JSON body of a request as clients send it: declared ``application/json``,
 possibly gzip-compressed (Nakadi undoes gzip on every POST, and clients such as
-fahrschein compress all their POSTs once told to), bounded in size, and parsed
-by the application's strict rules (``app.input_guard``)."""
+fahrschein compress all their POSTs once told to), bounded in size and in how
+long it may stop arriving, and parsed by the application's strict rules
+(``app.input_guard``)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from typing import Any
 
 from flask import current_app, request
 
+from app import lifecycle
 from app.api.params import require_json_content_type
 from app.problems import Problem
 from app.strict_json import InvalidJson
@@ -73,23 +75,50 @@ def json_bytes(limit: int) -> bytes:
     elif encoding not in ("identity", ""):
         raise Problem(415, f"Content-Encoding '{encoding}' is not supported; use gzip")
     if len(body) > limit:
-        raise Problem(413, f"the request body is larger than {limit} bytes; send less at once")
+        raise _too_large(limit)
     return body
 
 
 def _sent_body(limit: int) -> bytes:
-    """The body as sent. With a ``Content-Length`` (nearly every client sends one),
-    exactly that many bytes, in one read of the server's input stream. A body that
-    ends before them is an incomplete message, never to be acted on (RFC 9112,
-    section 8), which werkzeug's stream passed on as if whole; one read also takes
-    half the CPU of its three (~15 against ~30 us for a commit's ~150 bytes). A
-    chunked body, or one longer than allowed (a 413), goes through werkzeug."""
+    """The body as sent, each read of it waiting at most ``REQUEST_BODY_TIMEOUT_S``
+    for the client (then a 408, and the connection closes)."""
+    connection = request.environ.get("gunicorn.socket")
+    if connection is None:
+        return _read_body(limit)
+    waited = connection.gettimeout()
+    connection.settimeout(current_app.config["REQUEST_BODY_TIMEOUT_S"])
+    try:
+        return _read_body(limit)
+    except TimeoutError:
+        lifecycle.close_connection_after_response()  # the rest of the body may still come
+        raise Problem(408, "the request body stopped arriving: no byte came for "
+                           f"{current_app.config['REQUEST_BODY_TIMEOUT_S']:g} s") from None
+    finally:
+        connection.settimeout(waited)
+
+
+def _read_body(limit: int) -> bytes:
+    """Read from the server's input stream itself, not through werkzeug's: a body
+    that ends before its ``Content-Length`` is an incomplete message, never to be
+    acted on (RFC 9112, section 8), which werkzeug's stream passed on as if whole,
+    and werkzeug turns a read that timed out into a 400. One read also takes half
+    the CPU of werkzeug's three (~15 against ~30 us for a commit's ~150 bytes)."""
+    most = min(limit, request.max_content_length or limit)
     length = request.content_length
-    if length is None or length > min(limit, request.max_content_length or limit):
-        return request.get_data(cache=False)
-    body: bytes = request.environ["wsgi.input"].read(length)
+    if length is not None and length > most:
+        raise _too_large(most)
+    stream = request.environ["wsgi.input"]
+    if length is None:  # chunked, or no body
+        body: bytes = stream.read(most + 1)
+        if len(body) > most:
+            raise _too_large(most)
+        return body
+    body = stream.read(length)
     if len(body) < length:
         raise Problem(400, f"the body ended after {len(body)} of the {length} bytes its "
                            "Content-Length announced; send the whole body")
     return body
 
+
+def _too_large(limit: int) -> Problem:
+    return Problem(413, f"the request body is larger than {limit} bytes; send less at once")

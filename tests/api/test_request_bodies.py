@@ -7,13 +7,20 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+import time
 import uuid
 
 import pytest
 import requests
 
 from app.config import Settings
-from tests.api.conftest import assert_problem
+from deploy.localstack import free_port
+from tests.api.conftest import (
+    assert_problem,
+    start_gunicorn,
+    stop_gunicorn,
+    wait_until_serving,
+)
 from tests.helpers.raw_http import RawConnection
 
 GZIP = {"Content-Type": "application/json", "Content-Encoding": "gzip"}
@@ -116,4 +123,36 @@ def test_a_body_cut_short_of_its_content_length_is_a_400_and_stores_nothing(
         connection.close()
     assert status == 400
     assert json.loads(problem)["status"] == 400
+    assert newest_offset(base_url, event_type) == before
+
+
+@pytest.mark.parametrize("framing", ["length", "chunked"])
+def test_a_body_that_stops_arriving_is_a_408_and_the_connection_closes(
+        base_url, server_env, event_type, tmp_path, framing):
+    port = free_port()
+    log = tmp_path / "gunicorn.log"
+    server = start_gunicorn(server_env | {"NAKADI_REQUEST_BODY_TIMEOUT_S": "1"}, port, log)
+    body = json.dumps(events(2)).encode()
+    before = newest_offset(base_url, event_type)
+    try:
+        wait_until_serving(server, f"http://127.0.0.1:{port}", log)
+        connection = RawConnection(port)
+        head = {"Content-Type": "application/json"}
+        if framing == "length":
+            head["Content-Length"] = str(len(body))
+            sent = body[:10]
+        else:
+            head["Transfer-Encoding"] = "chunked"
+            sent = b"%x\r\n%s\r\n" % (10, body[:10])
+        connection.request_head("POST", f"/event-types/{event_type}/events", head)
+        connection.send(sent)  # and then nothing: before, the request waited for good
+        started = time.monotonic()
+        status, headers, problem = connection.response()
+        assert time.monotonic() - started < 5
+        assert (status, headers["connection"]) == (408, "close")
+        assert "no byte came for 1 s" in json.loads(problem)["detail"]
+        assert connection.closed_by_server(within=2)
+        connection.close()
+    finally:
+        stop_gunicorn(server)
     assert newest_offset(base_url, event_type) == before
