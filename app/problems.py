@@ -14,6 +14,7 @@ from gunicorn.http.errors import (
 )
 from werkzeug.exceptions import HTTPException, MethodNotAllowed, RequestEntityTooLarge
 
+from app import lifecycle
 from app.dependencies import RETRY_AFTER_S, DependencyUnavailable, unavailable_from
 
 PROBLEM_TYPE = "http://httpstatus.es/{status}"
@@ -70,6 +71,10 @@ def register_problem_handlers(app: Flask) -> None:
         return response
 
     def _malformed_body(error: Exception) -> Response:
+        # The connection is closed: where the body ends is unknown, so a next request
+        # on it would not be read (gunicorn closed it silently, and the client lost
+        # the request it sent there).
+        lifecycle.close_connection_after_response()
         return problem_response(400, f"the request body is malformed: {error}")
 
     for malformed in MALFORMED_BODY:

@@ -156,3 +156,19 @@ def test_a_body_that_stops_arriving_is_a_408_and_the_connection_closes(
     finally:
         stop_gunicorn(server)
     assert newest_offset(base_url, event_type) == before
+
+
+def test_a_malformed_chunked_body_is_a_400_that_closes_the_connection(base_url, event_type):
+    connection = RawConnection(int(base_url.rsplit(":", 1)[1]))
+    try:
+        connection.request_head("POST", f"/event-types/{event_type}/events", {
+            "Content-Type": "application/json", "Transfer-Encoding": "chunked"})
+        connection.send(b'5\r\n[{"a":1}]\r\n0\r\n\r\n')  # 9 bytes in a chunk of 5
+        status, headers, problem = connection.response()
+        # Before, the connection stayed open, and a request sent next on it went
+        # unanswered: gunicorn could not find where the body ended and closed it.
+        assert (status, headers["connection"]) == (400, "close")
+        assert "malformed" in json.loads(problem)["detail"]
+        assert connection.closed_by_server(within=2)
+    finally:
+        connection.close()
