@@ -173,8 +173,11 @@ def stream_figures(run: Run) -> None:
                    f"{rate / ceiling:.0%}")
 
         sub_count = min(count, run.args.subscription_events)
+        windows = [int(window) for window in run.args.max_uncommitted.split(",")]
+        bench_subscription.warm_up(run.port, run.base_url, name, sub_count, max(windows),
+                                   run.args.warm_up)
         low = bench_subscription.low_level_throughput(run.port, name, sub_count)
-        for window in map(int, run.args.max_uncommitted.split(",")):
+        for window in windows:
             rate, commits = bench_subscription.subscription_throughput(
                 run.port, run.base_url, name, sub_count, window)
             run.record(f"{engine} subscription stream, max_uncommitted_events {window}", "70%",
@@ -249,6 +252,9 @@ def main() -> None:
     parser.add_argument("--subscription-events", type=int, default=300_000)
     parser.add_argument("--max-uncommitted", default="2000,20000",
                         help="max_uncommitted_events of the subscription stream, one run each")
+    parser.add_argument("--warm-up", type=int, default=8,
+                        help="untimed subscription streams before the subscription figures,"
+                             " each round (bench_subscription.warm_up)")
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
