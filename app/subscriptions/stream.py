@@ -203,8 +203,10 @@ class SubscriptionStream:
         """Seconds until ``commit_timeout`` (when events await a commit) or
         ``stream_timeout`` ends the stream, also while a write waits on a client that
         stopped reading."""
-        deadline = self._commits.commit_deadline
-        return min(self._ends_at, self._ends_at if deadline is None else deadline) - self._clock()
+        deadline = self._ends_at
+        if self._commits.commit_deadline is not None:
+            deadline = min(deadline, self._commits.commit_deadline)
+        return deadline - self._clock()
 
     def _ending(self) -> tuple[str, bool] | None:
         """Why the stream should end now, and whether gracefully (pending batches sent,

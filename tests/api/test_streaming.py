@@ -23,7 +23,7 @@ from tests.helpers.broker import backlog_event_type, new_event_type
 from tests.helpers.broker import publish_to as publish
 from tests.helpers.raw_http import stuck_client
 from tests.helpers.storage import expire
-from tests.helpers.waiting import wait_until
+from tests.helpers.waiting import first_200
 
 
 @pytest.fixture
@@ -178,14 +178,8 @@ def test_too_many_streams_on_a_partition_is_a_429_and_closed_streams_free_slots(
     other_partition.close()
     streams[0].close()  # the client goes away; the server notices within a couple of seconds
 
-    def reopened() -> requests.Response | None:
-        again = open_stream(base_url, event_type, begin(0), batch_flush_timeout=30)
-        if again.status_code == 200:
-            return again
-        again.close()
-        return None
-
-    wait_until(reopened, timeout=5, what="the closed stream's slot being freed").close()
+    first_200(lambda: open_stream(base_url, event_type, begin(0), batch_flush_timeout=30),
+              timeout=5, what="the closed stream's slot being freed").close()
     for stream in streams[1:]:
         stream.close()
 
@@ -216,14 +210,8 @@ def test_a_client_that_stops_reading_is_cut_off_at_stream_timeout(base_url):
     try:
         # Their writes wait on clients that read nothing: before, they held the
         # partition's slots for as long as the clients kept their connections.
-        def opened() -> requests.Response | None:
-            again = open_stream(base_url, name, begin(0), stream_limit=1)
-            if again.status_code == 200:
-                return again
-            again.close()
-            return None
-
-        wait_until(opened, timeout=20, what="a slot freed").close()
+        first_200(lambda: open_stream(base_url, name, begin(0), stream_limit=1),
+                  timeout=20, what="a slot freed").close()
         assert time.monotonic() - started < 1 + LAST_WRITE_S + 5
     finally:
         for client in stuck:

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import TypeVar
 
 import gevent
+import requests
 
 T = TypeVar("T")
 
@@ -22,3 +23,16 @@ def wait_until(condition: Callable[[], T], timeout: float = 10.0, interval: floa
         if time.monotonic() > deadline:
             raise AssertionError(f"{what} did not hold within {timeout} s")
         gevent.sleep(interval)  # lets greenlets of the test process run meanwhile
+
+
+def first_200(opening: Callable[[], requests.Response], timeout: float, what: str
+              ) -> requests.Response:
+    """The first response of ``opening()`` that is a 200 (a stream that opened),
+    refused ones closed; fails the test after ``timeout`` s."""
+    def attempt() -> requests.Response | None:
+        response = opening()
+        if response.status_code == 200:
+            return response
+        response.close()
+        return None
+    return wait_until(attempt, timeout=timeout, what=what)

@@ -20,7 +20,7 @@ from tests.helpers.subscription_streams import (
     publish_numbered,
     subscribe,
 )
-from tests.helpers.waiting import wait_until
+from tests.helpers.waiting import first_200, wait_until
 
 
 def stats(base_url, subscription_id, **params) -> list[dict]:
@@ -128,14 +128,8 @@ def test_a_client_that_stops_reading_loses_its_partitions_at_commit_timeout(
     try:
         # Its writes wait on a client that reads (and commits) nothing: before, it
         # held the partition for as long as the client kept its connection.
-        def opened() -> requests.Response | None:
-            again = open_stream(base_url, sid)
-            if again.status_code == 200:
-                return again
-            again.close()
-            return None
-
-        wait_until(opened, timeout=20, what="the partition freed").close()
+        first_200(lambda: open_stream(base_url, sid), timeout=20,
+                  what="the partition freed").close()
         assert time.monotonic() - started < 1 + LAST_WRITE_S + 5
     finally:
         stuck.close()
