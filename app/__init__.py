@@ -23,6 +23,9 @@ def create_app(settings: Settings | None = None) -> Flask:
     configure_logging(settings.log_level)
     make_green()
     app = Flask(__name__, static_folder=None)  # it serves no files
+    # A trailing slash reaches the same endpoint, as Nakadi's Spring routing let it
+    # (clients that join a base URL and a path often add one).
+    app.url_map.strict_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
     app.config["REQUEST_BODY_TIMEOUT_S"] = settings.request_body_timeout_s
     app.extensions["nakadi"] = Services(settings)

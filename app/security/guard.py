@@ -62,7 +62,8 @@ def install_authentication(app: Flask) -> None:
     def _authenticate() -> Response | None:
         g.subject = None
         security: Security = services().security
-        if security.authenticator is None or request.path in OPEN_PATHS:
+        rule = request.url_rule  # the route, however the path was spelled ("/health/")
+        if security.authenticator is None or (rule is not None and rule.rule in OPEN_PATHS):
             return None
         try:
             subject = security.authenticator.subject(request.headers.get("Authorization"))

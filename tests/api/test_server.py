@@ -18,6 +18,14 @@ from tests.api.conftest import (
     stop_gunicorn,
     wait_until_serving,
 )
+from tests.helpers.broker import business_event, new_event_type
+
+
+@pytest.fixture
+def event_type(base_url):
+    name = new_event_type(base_url)
+    yield name
+    requests.delete(f"{base_url}/event-types/{name}")
 
 
 def test_health_lists_every_dependency(base_url):
@@ -33,6 +41,17 @@ def test_health_lists_every_dependency(base_url):
 def test_unknown_path_is_a_404_problem(base_url):
     body = assert_problem(requests.get(base_url + "/no/such/thing"), 404)
     assert "not found" in body["detail"].lower()
+
+
+def test_a_trailing_slash_reaches_the_same_endpoint(base_url, event_type):
+    listing = requests.get(base_url + "/event-types/")
+    assert listing.status_code == 200
+    assert event_type in [item["name"] for item in listing.json()]
+    assert requests.get(f"{base_url}/event-types/{event_type}/").json()["name"] == event_type
+    published = requests.post(f"{base_url}/event-types/{event_type}/events/",
+                              json=[business_event(1)])
+    assert published.status_code == 200, published.text
+    assert_problem(requests.get(base_url + "/no/such/thing/"), 404)
 
 
 def test_wrong_method_is_a_405_problem_with_allow(base_url):

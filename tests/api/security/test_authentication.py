@@ -17,11 +17,12 @@ from tests.helpers.waiting import wait_until
 def test_without_a_token_every_endpoint_but_health_is_a_401_with_a_challenge(secure_url):
     for method, path in (("GET", "/event-types"), ("POST", "/event-types"),
                          ("GET", "/subscriptions"), ("GET", "/settings/admins"),
-                         ("GET", "/no-such-endpoint")):
+                         ("GET", "/no-such-endpoint"), ("GET", "/event-types/")):
         response = requests.request(method, secure_url + path)
         assert "OAuth2 bearer token" in assert_problem(response, 401)["detail"]
         assert response.headers["WWW-Authenticate"] == 'Bearer realm="nakadi"'
     assert requests.get(secure_url + "/health").status_code == 200
+    assert requests.get(secure_url + "/health/").status_code == 200
 
 
 def test_a_valid_token_is_accepted(secure_url, token_info):
