@@ -140,6 +140,9 @@ def ready_now(rlist: list[Any], wlist: list[Any]) -> tuple[list[Any], list[Any]]
     return readable, writable
 
 
+_EV_READ, _EV_WRITE = 1, 2  # libev's event bits, as the hub loop's io watchers take them
+
+
 def first_ready(rlist: list[Any], wlist: list[Any], timeout: float | None
                 ) -> tuple[list[Any], list[Any]]:
     """Waits cooperatively until one of the sockets (or file descriptors) can be
@@ -152,7 +155,7 @@ def first_ready(rlist: list[Any], wlist: list[Any], timeout: float | None
     waiter: gevent.hub.Waiter[tuple[Any, bool] | None] = gevent.hub.Waiter(hub)
     watchers: list[Any] = []  # libev io and timer watchers
     try:
-        for objects, events, readable in ((rlist, 1, True), (wlist, 2, False)):
+        for objects, events, readable in ((rlist, _EV_READ, True), (wlist, _EV_WRITE, False)):
             for obj in objects:
                 watcher = hub.loop.io(_fd(obj), events)
                 watcher.start(waiter.switch, (obj, readable))
@@ -164,8 +167,7 @@ def first_ready(rlist: list[Any], wlist: list[Any], timeout: float | None
         fired = waiter.get()
     finally:
         for watcher in watchers:
-            watcher.stop()
-            watcher.close()
+            watcher.close()  # stops it too
     if fired is None:
         return [], []
     obj, readable = fired

@@ -41,26 +41,26 @@ def client_gone(connection: socket.socket | None) -> bool:
 
 @contextlib.contextmanager
 def write_deadline(connection: socket.socket | None,
-                   time_left: Callable[[], float | None]) -> Iterator[None]:
+                   time_left: Callable[[], float] | None) -> Iterator[None]:
     """Around a write of the stream to ``connection``: when the client has read
     too little for it to finish by the stream's deadline (``time_left``, asked again
-    when it comes, since a commit moves it; None for none), the connection is shut
-    down, which fails the write, and so ends the stream.
+    when it comes, since a commit moves it; None for no deadline), the connection
+    is shut down, which fails the write, and so ends the stream.
 
     A stream waiting on a client that stopped reading checks no limit of its own:
     without this, a stuck consumer that kept its connection open held its
     partitions past ``commit_timeout`` and ``stream_timeout``, for good."""
-    if connection is None or (left := time_left()) is None:
+    if connection is None or time_left is None:
         yield
         return
     loop = gevent.get_hub().loop
-    timer = loop.timer(max(left, LAST_WRITE_S))
+    timer = loop.timer(max(time_left(), LAST_WRITE_S))
 
     def due() -> None:
         nonlocal timer
         timer.close()
         left = time_left()
-        if left is not None and left > 0:
+        if left > 0:
             timer = loop.timer(left)
             timer.start(due)
             return

@@ -15,7 +15,7 @@ STREAM_CONTENT_TYPE = "application/x-json-stream"
 
 def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], None],
                     headers: dict[str, str] | None = None,
-                    time_left: Callable[[], float | None] = lambda: None) -> Response:
+                    time_left: Callable[[], float] | None = None) -> Response:
     """A chunked response of the stream's lines. The headers go out at once, before
     any batch; the body is gzipped when the client accepts it; a client that stops
     reading is cut off once the stream is past its deadline (``time_left``, see

@@ -134,6 +134,7 @@ def test_a_body_that_stops_arriving_is_a_408_and_the_connection_closes(
     server = start_gunicorn(server_env | {"NAKADI_REQUEST_BODY_TIMEOUT_S": "1"}, port, log)
     body = json.dumps(events(2)).encode()
     before = newest_offset(base_url, event_type)
+    connection = None
     try:
         wait_until_serving(server, f"http://127.0.0.1:{port}", log)
         connection = RawConnection(port)
@@ -152,8 +153,9 @@ def test_a_body_that_stops_arriving_is_a_408_and_the_connection_closes(
         assert (status, headers["connection"]) == (408, "close")
         assert "no byte came for 1 s" in json.loads(problem)["detail"]
         assert connection.closed_by_server(within=2)
-        connection.close()
     finally:
+        if connection is not None:
+            connection.close()
         stop_gunicorn(server)
     assert newest_offset(base_url, event_type) == before
 

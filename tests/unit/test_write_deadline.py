@@ -72,7 +72,7 @@ def test_no_deadline_or_connection_sets_no_timer_and_a_write_leaves_none(tcp_pai
     server, client = tcp_pair
     loop = gevent.get_hub().loop
     before = loop.activecnt
-    with write_deadline(server, lambda: None), write_deadline(None, lambda: 1.0):
+    with write_deadline(server, None), write_deadline(None, lambda: 1.0):
         assert loop.activecnt == before
     with write_deadline(server, lambda: 10.0):
         assert loop.activecnt == before + 1
