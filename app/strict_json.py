@@ -3,8 +3,9 @@
 orjson is the fast path. It turns integers beyond 64 bits into floats, so text
 with a run of 19 digits goes to the standard library's parser, which is told
 to be as strict: no ``NaN``/``Infinity``, no number too large for a double, no
-lone UTF-16 surrogate, and nesting refused past about a thousand levels (orjson
-stops at 1024, the standard library at Python's recursion limit). A consumer must be
+integer of more than ``MAX_INTEGER_DIGITS`` digits, no lone UTF-16 surrogate, and
+nesting refused past about a thousand levels (orjson stops at 1024, the standard
+library at Python's recursion limit). A consumer must be
 able to parse every event it is sent, and PostgreSQL refuses what these rules
 keep out.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import sys
 from typing import Any
 
 import orjson
@@ -25,6 +27,9 @@ DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 NINETEEN_DIGITS = b"0" * 19
 # A \uD800-\uDFFF escape: a surrogate, which is fine only as half of a pair.
 SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+MAX_INTEGER_DIGITS = min(sys.get_int_max_str_digits() or 4300, 4300)
+"""Python's default limit for turning digits into an integer, whose cost grows with the
+square of their number (CVE-2020-10735); past it ``int()`` raises, which was a 500."""
 
 
 class InvalidJson(ValueError):
@@ -86,6 +91,14 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidJson(f"{name} is not a JSON value")
 
 
+def _bounded_int(text: str) -> int:
+    digits = len(text) - text.startswith("-")
+    if digits > MAX_INTEGER_DIGITS:
+        raise InvalidJson(f"the integer {text[:20]}... has {digits} digits; at most "
+                          f"{MAX_INTEGER_DIGITS} are accepted")
+    return int(text)
+
+
 def _finite_float(text: str) -> float:
     number = float(text)
     if math.isinf(number):
@@ -93,7 +106,8 @@ def _finite_float(text: str) -> float:
     return number
 
 
-_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float)
+_DECODER = json.JSONDecoder(parse_constant=_refuse_constant, parse_float=_finite_float,
+                            parse_int=_bounded_int)
 
 
 def _check_strings(value: Any) -> None:

@@ -39,6 +39,7 @@ def event_text(amount: str, extra: str = "") -> str:
     (event_text("1", ', "s": "\\ud800", "n": ' + LONG), "surrogate"),
     ("[" * 3000 + "]" * 3000, "not valid JSON"),
     ("[" * 3000 + LONG + "]" * 3000, "deep"),
+    (event_text("9" * 5000), "has 5000 digits"),
 ])
 def test_publishing_refuses_what_is_not_standard_json(base_url, event_type, body, detail):
     response = requests.post(f"{base_url}/event-types/{event_type}/events", data=body,

@@ -30,7 +30,7 @@ NASTY_BODIES = [
     b'["\\udc00"]', b'{"\\ud800": 1}', b'"\\u0000"', b'{"a\\u0000": 1}', b"\x00",
     b"\xff\xfe\x00", b"[1,]", b"{'a': 1}", b'{"a": 1, "a": 2}', b"[" * 5000 + b"]" * 5000,
     b'{"a":' * 3000 + b"1" + b"}" * 3000, b"[" * 100_000, b'"' + b"a" * 200_000 + b'"',
-    b"\x1f\x8b\x08\x00garbage", gzip.compress(b"[]") + b"trailing",
+    b"\x1f\x8b\x08\x00garbage", gzip.compress(b"[]") + b"trailing", b"[" + b"9" * 5000 + b"]",
 ]
 """Raw bodies: what ``json.dumps`` cannot produce."""
 

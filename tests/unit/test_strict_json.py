@@ -30,6 +30,18 @@ def test_lone_surrogates_are_refused(body):
         loads(body)
 
 
+@pytest.mark.parametrize("body", [b"[" + b"9" * 4301 + b"]", b'{"a": -' + b"9" * 4301 + b"}",
+                                  b"[" + b"1" * 100_000 + b"]"])
+def test_integers_longer_than_python_converts_are_refused_not_a_crash(body):
+    with pytest.raises(InvalidJson, match="digits; at most 4300"):
+        loads(body)
+
+
+def test_integers_of_up_to_4300_digits_are_kept():
+    assert loads(b"[" + b"9" * 4300 + b", -" + b"8" * 4300 + b"]") == [int("9" * 4300),
+                                                                     -int("8" * 4300)]
+
+
 def test_surrogate_pairs_and_long_integers_are_kept():
     assert loads(b'["\\ud83d\\ude00", ' + LONG + b"]") == ["\U0001F600", int(LONG)]
 
