@@ -39,6 +39,16 @@ def _name_taken(error: operations.EventTypeNameTaken) -> Response:
     return problem_response(409, str(error), "Conflict")
 
 
+@blueprint.errorhandler(operations.EventTypeDeleted)
+def _deleted(error: operations.EventTypeDeleted) -> Response:
+    return problem_response(404, str(error))
+
+
+@blueprint.errorhandler(operations.EventTypeBusy)
+def _busy(error: operations.EventTypeBusy) -> Response:
+    return problem_response(409, str(error), "Conflict")
+
+
 @blueprint.errorhandler(operations.TopicNotCreated)
 def _topic_not_created(error: operations.TopicNotCreated) -> Response:
     return problem_response(503, str(error))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
@@ -30,12 +31,33 @@ from workers import topic_deletions
 
 log = logging.getLogger(__name__)
 
+MAX_ATTEMPTS = 10
+"""Changes made at once are applied one after the other, each evolving the one before
+(Nakadi locks the event type); a change that finds another came first is evolved again
+from it, this many times at most."""
+
 
 class EventTypeNameTaken(Exception):
     """An event type of that name exists already (answer 409)."""
 
     def __init__(self, name: str) -> None:
         super().__init__(f"EventType with name '{name}' already exists.")
+
+
+class EventTypeDeleted(Exception):
+    """The event type was deleted while a change or another deletion of it was applied
+    (answer 404)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"EventType '{name}' does not exist.")
+
+
+class EventTypeBusy(Exception):
+    """Other changes kept coming first (answer 409)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"EventType '{name}' was changed by {MAX_ATTEMPTS} other requests "
+                         "while this one was applied; try again.")
 
 
 class TopicNotCreated(Exception):
@@ -72,16 +94,27 @@ def create(services: Services, body: Any) -> EventType:
     return event_type
 
 
-def _store(services: Services, stored: EventType, requested: EventType) -> EventType:
-    """Evolve `stored` into `requested` and write it when anything changed."""
-    evolution = evolve_event_type(stored, requested, datetime.now(UTC))
-    if evolution.event_type is None:
-        raise EventTypeInvalid(evolution.refusals)
-    if evolution.changed:
-        repository.update_event_type(
-            services.pool, evolution.event_type, evolution.new_schema_version
-        )
-    return evolution.event_type
+def _store(services: Services, stored: EventType,
+           requested: Callable[[EventType], EventType]) -> EventType:
+    """Evolve `stored` into what `requested` makes of it and write it when anything
+    changed; when another change came first, evolve that one instead."""
+    for _ in range(MAX_ATTEMPTS):
+        evolution = evolve_event_type(stored, requested(stored), datetime.now(UTC))
+        if evolution.event_type is None:
+            raise EventTypeInvalid(evolution.refusals)
+        if not evolution.changed:
+            return evolution.event_type
+        try:
+            repository.update_event_type(
+                services.pool, evolution.event_type, evolution.new_schema_version, stored
+            )
+        except repository.EventTypeChanged as changed:
+            if changed.current is None:
+                raise EventTypeDeleted(stored.name) from None
+            stored = changed.current
+            continue
+        return evolution.event_type
+    raise EventTypeBusy(stored.name)
 
 
 def update(services: Services, stored: EventType, body: Any) -> EventType:
@@ -91,25 +124,33 @@ def update(services: Services, stored: EventType, body: Any) -> EventType:
             FieldError("name", f"the body names '{body.get('name')}' but the path "
                                f"'{stored.name}'; an event type cannot be renamed")
         ])
-    requested = check_event_type(body, services.settings.registry, stored)
-    return _store(services, stored, requested)
+    return _store(services, stored,
+                  lambda current: check_event_type(body, services.settings.registry, current))
 
 
 def add_schema(services: Services, stored: EventType, body: Any) -> EventType:
     """Give `stored` the schema of a POST body (an EventTypeSchema), within the same rules as an
     update that changes only the schema. A schema that changes nothing keeps the version."""
-    requested = replace(stored, schema=load_schema(body))
-    errors = validate_event_type(requested, services.settings.registry)
-    if errors:
-        raise EventTypeInvalid(errors)
+    schema = load_schema(body)
+
+    def requested(current: EventType) -> EventType:
+        with_schema = replace(current, schema=schema)
+        errors = validate_event_type(with_schema, services.settings.registry)
+        if errors:
+            raise EventTypeInvalid(errors)
+        return with_schema
+
     return _store(services, stored, requested)
 
 
 def delete(services: Services, name: str, with_sole_subscriptions: bool = False) -> None:
     """Delete an event type with its schemas; its topics go a little later. With
     ``with_sole_subscriptions`` the subscriptions reading only it are deleted too."""
-    timelines, subscription_ids = repository.delete_event_type(
-        services.pool, name, topic_deletions.DELAY_S, with_sole_subscriptions)
+    try:
+        timelines, subscription_ids = repository.delete_event_type(
+            services.pool, name, topic_deletions.DELAY_S, with_sole_subscriptions)
+    except repository.EventTypeChanged:
+        raise EventTypeDeleted(name) from None
     VALIDATORS.forget(name)
     topic_deletions.delete_later(services, [t for t in timelines if not t.cleaned_up])
     for subscription_id in subscription_ids:

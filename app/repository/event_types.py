@@ -32,6 +32,15 @@ class EventTypeExists(Exception):
     """An event type of that name exists already."""
 
 
+class EventTypeChanged(Exception):
+    """The event type is no longer the one a change was made from: another change came
+    first (``current``), or it was deleted (``current`` is None)."""
+
+    def __init__(self, current: EventType | None) -> None:
+        super().__init__("the event type changed meanwhile")
+        self.current = current
+
+
 class EventTypeInUse(Exception):
     """Subscriptions read the event type, so it cannot be deleted."""
 
@@ -77,11 +86,18 @@ def insert_event_type(pool: ConnectionPool, event_type: EventType, storage_id: s
     return timeline
 
 
-def update_event_type(pool: ConnectionPool, event_type: EventType,
-                      new_schema_version: bool) -> None:
-    """Replace an event type's document, adding its schema to the history when new."""
+def update_event_type(pool: ConnectionPool, event_type: EventType, new_schema_version: bool,
+                      evolved_from: EventType) -> None:
+    """Replace an event type's document, adding its schema to the history when new, if
+    it still is ``evolved_from``; else ``EventTypeChanged``. The row stays locked from
+    that check to the commit, so of two concurrent changes the second sees the first."""
     name = event_type.name
     with pool.transaction() as cursor:
+        cursor.execute("SELECT document FROM event_types WHERE name = %s FOR UPDATE", (name,))
+        row = cursor.fetchone()
+        current = event_type_from_document(row[0]) if row else None
+        if current != evolved_from:
+            raise EventTypeChanged(current)
         cursor.execute(
             "UPDATE event_types SET document = %s, updated_at = now() WHERE name = %s",
             (Json(event_type_document(event_type)), name))
@@ -105,10 +121,13 @@ def delete_event_type(pool: ConnectionPool, name: str, topic_removal_delay_s: fl
     """Delete an event type with its schemas and timelines, and schedule the
     removal of their topics; returns the timelines and the ids of the subscriptions
     deleted with it. Raises EventTypeInUse when subscriptions read it, except, with
-    ``with_sole_subscriptions``, those that read nothing else: they go with it."""
+    ``with_sole_subscriptions``, those that read nothing else: they go with it; and
+    ``EventTypeChanged`` when it is gone already (deleted at the same time)."""
     with pool.transaction() as cursor:
         # Locked first: a subscription being created holds a share lock on it.
         cursor.execute("SELECT 1 FROM event_types WHERE name = %s FOR UPDATE", (name,))
+        if cursor.fetchone() is None:
+            raise EventTypeChanged(None)
         deleted = (subscriptions.delete_sole_readers(cursor, name)
                    if with_sole_subscriptions else [])
         readers = subscriptions.readers_of(cursor, name)

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import threading
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 import requests
@@ -421,3 +423,53 @@ def test_posting_a_schema_keeps_the_field_lists_true(base_url):
 def test_posting_a_schema_to_an_unknown_event_type_is_a_404(base_url):
     body = assert_problem(post_schema(base_url, "no.such-type", ORDER_SCHEMA), 404)
     assert "no.such-type" in body["detail"]
+
+
+def at_once(count: int, send) -> list[requests.Response]:
+    """``send(i)`` for i in 0..count-1 from as many threads, released together."""
+    start = threading.Barrier(count)
+
+    def released(i: int) -> requests.Response:
+        start.wait()
+        return send(i)
+
+    with ThreadPoolExecutor(count) as pool:
+        return list(pool.map(released, range(count)))
+
+
+def test_changes_made_at_once_are_applied_one_after_the_other(base_url, created):
+    name = created["name"]
+    noted = copy.deepcopy(ORDER_SCHEMA)
+    noted["properties"]["note"] = {"type": "string"}
+    same = at_once(8, lambda _: requests.put(
+        f"{base_url}/event-types/{name}",
+        json={**created, "schema": {"type": "json_schema", "schema": json.dumps(noted)}}))
+    # Each PUT after the first finds the schema it asks for already there.
+    assert [response.status_code for response in same] == [200] * 8
+    versions = requests.get(f"{base_url}/event-types/{name}/schemas").json()["items"]
+    assert [item["version"] for item in versions] == ["1.1.0", "1.0.0"]
+
+    def with_property(i: int) -> dict:
+        schema = copy.deepcopy(noted)
+        schema["properties"][f"extra{i}"] = {"type": "string"}
+        return schema
+
+    rival = at_once(8, lambda i: post_schema(base_url, name, with_property(i)))
+    # One wins; each other one is evolved from it, which would remove its property.
+    assert sorted(response.status_code for response in rival) == [200] + [422] * 7
+    winner = next(i for i, response in enumerate(rival) if response.status_code == 200)
+    for response in rival:
+        if response.status_code == 422:
+            assert f"extra{winner}" in assert_problem(response, 422)["detail"]
+    got = requests.get(f"{base_url}/event-types/{name}").json()["schema"]
+    assert got["version"] == "1.2.0" and got["schema"] == json.dumps(with_property(winner))
+
+
+
+def test_of_deletions_made_at_once_one_deletes_and_the_others_find_nothing(base_url, created):
+    url = f"{base_url}/event-types/{created['name']}"
+    answers = at_once(4, lambda _: requests.delete(url))
+    assert sorted(answer.status_code for answer in answers) == [200, 404, 404, 404]
+    for answer in answers:
+        if answer.status_code == 404:
+            assert created["name"] in assert_problem(answer, 404)["detail"]

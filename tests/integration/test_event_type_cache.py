@@ -1,3 +1,4 @@
+import contextlib
 import uuid
 from dataclasses import replace
 
@@ -15,7 +16,8 @@ def stored(pool):
     event_type = EventType(name, "app", "undefined", EventTypeSchema("json_schema", "{}"))
     repository.insert_event_type(pool, event_type, "postgres", f"topic-{name}", 2)
     yield event_type
-    repository.delete_event_type(pool, name, 0)
+    with contextlib.suppress(repository.EventTypeChanged):  # the test deleted it
+        repository.delete_event_type(pool, name, 0)
 
 
 def test_cache_serves_event_type_with_timeline_and_follows_changes(pool, stored):
@@ -30,7 +32,8 @@ def test_cache_serves_event_type_with_timeline_and_follows_changes(pool, stored)
         assert cache.get(stored.name)[0] is event_type, "second read comes from memory"
 
         changed = replace(stored, schema=replace(stored.schema, version="1.1.0"))
-        repository.update_event_type(pool, changed, new_schema_version=True)
+        repository.update_event_type(pool, changed, new_schema_version=True,
+                                     evolved_from=stored)
         for worker in (cache, other_worker):
             wait_until(lambda w=worker: w.get(stored.name)[0].schema.version == "1.1.0")
 
@@ -40,3 +43,20 @@ def test_cache_serves_event_type_with_timeline_and_follows_changes(pool, stored)
     finally:
         cache.close()
         other_worker.close()
+
+
+def test_a_change_made_from_what_is_no_longer_stored_is_refused(pool, stored):
+    first = replace(stored, owning_application="first")
+    repository.update_event_type(pool, first, new_schema_version=False, evolved_from=stored)
+    with pytest.raises(repository.EventTypeChanged) as changed:
+        repository.update_event_type(pool, replace(stored, owning_application="second"),
+                                     new_schema_version=False, evolved_from=stored)
+    assert changed.value.current == first
+    assert repository.get_event_type(pool, stored.name) == first
+
+    repository.delete_event_type(pool, stored.name, 0)
+    with pytest.raises(repository.EventTypeChanged) as deleted:
+        repository.update_event_type(pool, replace(first, owning_application="third"),
+                                     new_schema_version=False, evolved_from=first)
+    assert deleted.value.current is None
+    assert repository.get_event_type(pool, stored.name) is None
