@@ -1,27 +1,35 @@
 """PostgreSQL connections that cooperate with gevent.
 
-``make_green()`` installs psycogreen's wait callback, so a query waiting on the
-server yields to other greenlets instead of freezing the hub. The pool hands
-out at most ``max_size`` connections and makes the rest of the greenlets wait
-for one, rather than failing as psycopg2's own pools do when exhausted.
+``make_green()`` installs a wait callback, so a query waiting on the server
+yields to other greenlets instead of freezing the hub. Each of its waits is
+bounded: a server that accepted a connection and then answers nothing (stopped,
+stuck on its disk) is an outage after the connect timeout while connecting, and
+after its ``statement_timeout`` and a margin once connected, not a request held
+for good. The pool hands out at most ``max_size`` connections and makes the rest
+of the greenlets wait for one, a connect timeout at most, rather than failing at
+once as psycopg2's own pools do when exhausted.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from functools import partial
 from typing import Any
 
 import gevent.lock
+import gevent.socket
 import psycopg2
 import psycopg2.extensions
 import psycopg2.extras
-from psycogreen.gevent import patch_psycopg
 
 from app.dependencies import is_database_outage
 
 DEFAULT_TIMEOUT_S = 5.0
 """Connect timeout, and statement timeout of pooled connections (NAKADI_DATABASE_TIMEOUT_S)."""
+ANSWER_MARGIN_S = 2.0
+"""How much longer than its ``statement_timeout`` a connection waits for an answer: a
+server that is alive cancels the statement and says so before that."""
 
 Params = Sequence[Any] | Mapping[str, Any] | None
 """Query parameters as psycopg2 takes them: positional (``%s``) or named (``%(name)s``)."""
@@ -29,17 +37,52 @@ Params = Sequence[Any] | Mapping[str, Any] | None
 
 def make_green() -> None:
     """Make every psycopg2 connection of this process yield to gevent while it waits."""
-    patch_psycopg()
+    psycopg2.extensions.set_wait_callback(_wait_green)
+
+
+class BoundedConnection(psycopg2.extensions.connection):
+    """A connection whose waits for the server last ``wait_limit_s`` at most (None: no
+    limit) once connected, and ``connect_limit_s`` while connecting: libpq applies its
+    ``connect_timeout`` only to blocking connects, not to the green ones."""
+
+    def __init__(self, dsn: str, *args: Any, connect_limit_s: float,
+                 wait_limit_s: float | None, **kwargs: Any) -> None:
+        self.wait_limit_s: float | None = connect_limit_s  # read while super() connects
+        super().__init__(dsn, *args, **kwargs)
+        self.wait_limit_s = wait_limit_s
+
+
+def _wait_green(conn: psycopg2.extensions.connection, timeout: float | None = None) -> None:
+    limit = getattr(conn, "wait_limit_s", None)
+    while True:
+        state = conn.poll()
+        try:
+            if state == psycopg2.extensions.POLL_OK:
+                return
+            if state == psycopg2.extensions.POLL_READ:
+                gevent.socket.wait_read(conn.fileno(), limit)
+            elif state == psycopg2.extensions.POLL_WRITE:
+                gevent.socket.wait_write(conn.fileno(), limit)
+            else:
+                raise psycopg2.OperationalError(f"unexpected poll state {state!r}")
+        except TimeoutError:
+            raise psycopg2.OperationalError(
+                f"PostgreSQL did not answer within {limit:g} s") from None
 
 
 def connect(dsn: str, timeout_s: float = DEFAULT_TIMEOUT_S,
             statement_timeout: bool = False) -> psycopg2.extensions.connection:
     """A new connection with a bounded connect time (libpq allows 2 s at least) and
     keep-alives that notice a vanished server within a few seconds; with
-    ``statement_timeout`` the server also cancels any statement running longer."""
+    ``statement_timeout`` the server also cancels any statement running longer, and
+    the connection gives up on an answer ``ANSWER_MARGIN_S`` after that."""
+    connect_s = max(2, round(timeout_s))
     options = f"-c statement_timeout={int(timeout_s * 1000)}" if statement_timeout else ""
-    return psycopg2.connect(dsn, client_encoding="UTF8",
-                            connect_timeout=max(2, round(timeout_s)), keepalives=1,
+    return psycopg2.connect(dsn, connection_factory=partial(
+                                BoundedConnection, connect_limit_s=connect_s,
+                                wait_limit_s=timeout_s + ANSWER_MARGIN_S
+                                if statement_timeout else None),
+                            client_encoding="UTF8", connect_timeout=connect_s, keepalives=1,
                             keepalives_idle=2, keepalives_interval=1, keepalives_count=3,
                             options=options)
 
@@ -58,7 +101,11 @@ class ConnectionPool:
     def connection(self) -> Iterator[psycopg2.extensions.connection]:
         """Borrow a connection. It goes back to the pool outside any transaction;
         a connection that failed is closed and replaced later."""
-        with self._slots:
+        if not self._slots.acquire(timeout=self.timeout_s):
+            raise psycopg2.OperationalError(
+                f"none of the {self.max_size} connections to PostgreSQL came free within "
+                f"{self.timeout_s:g} s")
+        try:
             conn = self._idle.pop() if self._idle else connect(
                 self.dsn, self.timeout_s, statement_timeout=True)
             try:
@@ -74,13 +121,22 @@ class ConnectionPool:
                 self._discard_or_reset(conn)
             else:
                 self._idle.append(conn)
+        finally:
+            self._slots.release()
 
     @contextmanager
     def transaction(self) -> Iterator[psycopg2.extensions.cursor]:
         """A cursor inside one transaction: committed when the block ends, rolled
         back when it raises."""
-        with self.connection() as conn, conn, conn.cursor() as cursor:
-            yield cursor
+        with self.connection() as conn:
+            try:
+                with conn.cursor() as cursor:
+                    yield cursor
+            except BaseException:
+                if not conn.closed:  # a wait that gave up closed it: nothing to roll back
+                    conn.rollback()
+                raise
+            conn.commit()
 
     def fetch_all(self, query: str, params: Params = None, *, text_as_bytes: bool = False
                   ) -> list[tuple]:

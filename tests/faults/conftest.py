@@ -10,6 +10,7 @@ import signal
 import subprocess
 import tempfile
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +51,24 @@ class FaultStack:
 
     def restart(self, name: str) -> None:
         self.stack.restart(name)
+
+    @contextmanager
+    def frozen(self, name: str) -> Iterator[None]:
+        """Stop every process of the service (SIGSTOP) while the block runs, as a host
+        that hangs: connections stay open, the kernel acknowledges what is sent, and
+        nothing answers. PostgreSQL's backends run in sessions of their own, so the
+        service's children are stopped one by one, not as a process group."""
+        service = next(s for s in self.stack.services if s.name == name)
+        root = service.process.pid
+        children = Path(f"/proc/{root}/task/{root}/children").read_text().split()
+        pids = [root, *map(int, children)]
+        for pid in pids:
+            os.kill(pid, signal.SIGSTOP)
+        try:
+            yield
+        finally:
+            for pid in pids:
+                os.kill(pid, signal.SIGCONT)
 
 
 @pytest.fixture(scope="package")

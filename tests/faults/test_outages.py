@@ -19,8 +19,9 @@ import time
 
 import requests
 
+from app.repository.database import ANSWER_MARGIN_S
 from tests.api.conftest import worker_pids
-from tests.faults.conftest import FaultStack
+from tests.faults.conftest import DATABASE_TIMEOUT_S, FaultStack
 from tests.helpers.load import (
     CLIENT_TIMEOUT_S,
     Answer,
@@ -34,6 +35,11 @@ from tests.helpers.timelines import move_to
 from tests.helpers.waiting import wait_until
 
 PARTITIONS = 4
+FROZEN_ANSWER_BOUND_S = 2 * (float(DATABASE_TIMEOUT_S) + ANSWER_MARGIN_S) + 1
+"""A request makes at most two waits that run out while PostgreSQL hangs: one for an
+answer on a connection it had (the database timeout and the margin), one for a new
+connection (the connect timeout), or two for answers."""
+FROZEN_CLIENT_TIMEOUT_S = 3 * FROZEN_ANSWER_BOUND_S  # so a slow answer is measured
 
 
 def _since(answers: list[Answer], moment: float) -> list[Answer]:
@@ -107,6 +113,40 @@ def test_postgresql_killed(faults: FaultStack):
     _figures("PostgreSQL kill -9", killed, unavailable, restarting, up,
              max(_healed(publisher.answers, restarting), _healed(streamer.answers, restarting)))
     assert _health(faults).status_code == 200
+    check_exactly_once_in_order(publisher.acknowledged,
+                                read_everything(faults.url, name, PARTITIONS))
+
+
+def test_postgresql_frozen(faults: FaultStack):
+    """A PostgreSQL that hangs (every process stopped: connections open, nothing
+    answers) is an outage within the database timeout, not requests held for good."""
+    name = new_fault_event_type(faults.url, PARTITIONS)
+    publisher = Publisher(faults.url, name, timeout_s=FROZEN_CLIENT_TIMEOUT_S)
+    streamer = Streamer(faults.url, name, timeout_s=FROZEN_CLIENT_TIMEOUT_S)
+    publisher.start()
+    streamer.start()
+    try:
+        wait_until(lambda: publisher.ok_since(0) and streamer.opened_since(0), 20,
+                   what="publishing and streaming")
+        with faults.frozen("postgres"):
+            frozen = time.monotonic()
+            wait_until(lambda: len([a for a in _since(publisher.answers, frozen)
+                                    if a.status == 503]) >= 3, 30, what="503s for publishing")
+            wait_until(lambda: any(a.status == 503 for a in _since(streamer.answers, frozen)),
+                       30, what="a 503 for opening a stream")
+            restarting = time.monotonic()
+        up = time.monotonic()
+        wait_until(lambda: publisher.ok_since(up) and streamer.opened_since(up), 30,
+                   what="serving again")
+    finally:
+        publisher.stop()
+        streamer.stop()
+    answers = _since(publisher.answers, frozen) + _since(streamer.answers, frozen)
+    unavailable = _assert_outage_answers(answers, "PostgreSQL")
+    _figures("PostgreSQL frozen (SIGSTOP)", frozen, unavailable, restarting, up,
+             min(_healed(publisher.answers, restarting), _healed(streamer.answers, restarting)))
+    slowest = max(answer.took for answer in answers)
+    assert slowest < FROZEN_ANSWER_BOUND_S, f"an answer took {slowest:.1f} s"
     check_exactly_once_in_order(publisher.acknowledged,
                                 read_everything(faults.url, name, PARTITIONS))
 

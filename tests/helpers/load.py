@@ -53,6 +53,7 @@ class Publisher(threading.Thread):
     url: str
     event_type: str
     batch: int = 20
+    timeout_s: float = CLIENT_TIMEOUT_S
     answers: list[Answer] = field(default_factory=list)
     acknowledged: list[str] = field(default_factory=list)
     stop_event: threading.Event = field(default_factory=threading.Event)
@@ -69,7 +70,7 @@ class Publisher(threading.Thread):
                 self._next += self.batch
                 started = time.monotonic()
                 try:
-                    response = session.post(endpoint, json=events, timeout=CLIENT_TIMEOUT_S)
+                    response = session.post(endpoint, json=events, timeout=self.timeout_s)
                 except requests.RequestException as error:
                     self.answers.append(_failure(started, error))
                     session.close()
@@ -83,7 +84,7 @@ class Publisher(threading.Thread):
 
     def stop(self) -> None:
         self.stop_event.set()
-        self.join(CLIENT_TIMEOUT_S * 2)
+        self.join(self.timeout_s * 2)
 
     def ok_since(self, moment: float) -> bool:
         """Whether a publish started after ``moment`` was acknowledged."""
@@ -97,6 +98,7 @@ class Streamer(threading.Thread):
 
     url: str
     event_type: str
+    timeout_s: float = CLIENT_TIMEOUT_S
     answers: list[Answer] = field(default_factory=list)
     last_lines: list[dict] = field(default_factory=list)
     events_seen: int = 0
@@ -113,7 +115,7 @@ class Streamer(threading.Thread):
             try:
                 with requests.get(endpoint, params={"batch_flush_timeout": "1",
                                                     "stream_timeout": "2"},
-                                  stream=True, timeout=CLIENT_TIMEOUT_S) as response:
+                                  stream=True, timeout=self.timeout_s) as response:
                     self.answers.append(_answer(started, response))
                     if response.status_code != 200:
                         time.sleep(0.1)
@@ -140,7 +142,7 @@ class Streamer(threading.Thread):
         if response is not None:
             with contextlib.suppress(ValueError, RuntimeError, OSError):
                 response.raw.shutdown()
-        self.join(CLIENT_TIMEOUT_S * 2)
+        self.join(self.timeout_s * 2)
 
     def opened_since(self, moment: float) -> bool:
         return any(a.status == 200 and a.started >= moment for a in list(self.answers))

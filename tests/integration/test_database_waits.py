@@ -1,0 +1,79 @@
+"""Every wait for PostgreSQL is bounded: a server that stops answering (here one
+backend stopped with SIGSTOP, or a socket that accepts and says nothing) is an
+outage error within the configured time, not a request held for good."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import gevent
+import psycopg2
+import pytest
+
+from app.repository.database import ANSWER_MARGIN_S, ConnectionPool, connect, make_green
+
+SAFETY_S = 20  # the old code waited for ever: fail instead
+
+
+@pytest.fixture(autouse=True)
+def green() -> None:
+    make_green()  # as in the workers: only green waits can be bounded
+
+
+@contextmanager
+def stopped(pid: int) -> Iterator[None]:
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        yield
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
+def test_a_query_the_server_never_answers_fails_after_its_statement_timeout(settings):
+    pool = ConnectionPool(settings.database_url, 2, timeout_s=1)
+    try:
+        with pool.connection() as conn:
+            backend = conn.info.backend_pid
+        with stopped(backend), gevent.Timeout(SAFETY_S):
+            started = time.monotonic()
+            with pytest.raises(psycopg2.OperationalError, match="did not answer within 3 s"):
+                pool.fetch_all("SELECT 1")
+            took = time.monotonic() - started
+        assert 1 + ANSWER_MARGIN_S <= took < 1 + ANSWER_MARGIN_S + 1.5
+        # The connection was dropped; the next query gets a new one.
+        assert pool.fetch_all("SELECT 1") == [(1,)]
+        with pool.connection() as conn:
+            assert conn.info.backend_pid != backend
+    finally:
+        pool.close()
+
+
+def test_a_server_that_accepts_and_never_answers_fails_the_connect_in_time():
+    silent = socket.create_server(("127.0.0.1", 0))  # the kernel accepts; nothing answers
+    try:
+        port = silent.getsockname()[1]
+        with gevent.Timeout(SAFETY_S):
+            started = time.monotonic()
+            with pytest.raises(psycopg2.OperationalError, match="did not answer within 2 s"):
+                connect(f"postgresql://nobody@127.0.0.1:{port}/none", timeout_s=1)
+            assert time.monotonic() - started < 3.5
+    finally:
+        silent.close()
+
+
+def test_waiting_for_a_pooled_connection_is_bounded_too(settings):
+    pool = ConnectionPool(settings.database_url, 1, timeout_s=1)
+    try:
+        with pool.connection(), gevent.Timeout(SAFETY_S):
+            started = time.monotonic()
+            with pytest.raises(psycopg2.OperationalError, match="came free within 1 s"):
+                gevent.spawn(pool.fetch_all, "SELECT 1").get()
+            assert 1 <= time.monotonic() - started < 2.5
+        assert pool.fetch_all("SELECT 1") == [(1,)]
+    finally:
+        pool.close()
