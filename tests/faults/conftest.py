@@ -22,6 +22,8 @@ from sql.migrate import migrate
 from tests.api.conftest import start_gunicorn, stop_gunicorn, wait_until_serving
 
 DATABASE_TIMEOUT_S = "2"
+ZOOKEEPER_TIMEOUT_S = "4"
+KAFKA_TIMEOUT_S = "5"
 
 
 @dataclass
@@ -83,8 +85,8 @@ def faults(tmp_path_factory) -> Iterator[FaultStack]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NAKADI_")} | env | {
         "NAKADI_ZOOKEEPER_ROOT": "/nakadi-faults",
         "NAKADI_DATABASE_TIMEOUT_S": DATABASE_TIMEOUT_S,
-        "NAKADI_ZOOKEEPER_TIMEOUT_S": "4",
-        "NAKADI_KAFKA_TIMEOUT_S": "5",
+        "NAKADI_ZOOKEEPER_TIMEOUT_S": ZOOKEEPER_TIMEOUT_S,
+        "NAKADI_KAFKA_TIMEOUT_S": KAFKA_TIMEOUT_S,
     }
     port = free_port()
     log = tmp_path_factory.mktemp("faults") / "gunicorn.log"

@@ -21,7 +21,12 @@ import requests
 
 from app.repository.database import ANSWER_MARGIN_S
 from tests.api.conftest import worker_pids
-from tests.faults.conftest import DATABASE_TIMEOUT_S, FaultStack
+from tests.faults.conftest import (
+    DATABASE_TIMEOUT_S,
+    KAFKA_TIMEOUT_S,
+    ZOOKEEPER_TIMEOUT_S,
+    FaultStack,
+)
 from tests.helpers.load import (
     CLIENT_TIMEOUT_S,
     Answer,
@@ -35,11 +40,6 @@ from tests.helpers.timelines import move_to
 from tests.helpers.waiting import wait_until
 
 PARTITIONS = 4
-FROZEN_ANSWER_BOUND_S = 2 * (float(DATABASE_TIMEOUT_S) + ANSWER_MARGIN_S) + 1
-"""A request makes at most two waits that run out while PostgreSQL hangs: one for an
-answer on a connection it had (the database timeout and the margin), one for a new
-connection (the connect timeout), or two for answers."""
-FROZEN_CLIENT_TIMEOUT_S = 3 * FROZEN_ANSWER_BOUND_S  # so a slow answer is measured
 
 
 def _since(answers: list[Answer], moment: float) -> list[Answer]:
@@ -67,9 +67,9 @@ def _figures(what: str, killed: float, unavailable: list[Answer], restarting: fl
              up: float, healed: float) -> None:
     first = min(answer.started + answer.took for answer in unavailable) - killed
     slowest = max(answer.took for answer in unavailable)
-    print(f"\n{what}: first 503 {first:.2f} s after the kill, slowest 503 {slowest:.3f} s,"
-          f" {len(unavailable)} answered 503; the restart took {up - restarting:.2f} s;"
-          f" serving again {healed - up:+.2f} s after it was up")
+    print(f"\n{what}: first 503 {first:.2f} s after it went down, slowest 503"
+          f" {slowest:.3f} s, {len(unavailable)} answered 503; bringing it back took"
+          f" {up - restarting:.2f} s; serving again {healed - up:+.2f} s after it was back")
 
 
 def _load(faults: FaultStack, name: str) -> tuple[Publisher, Streamer]:
@@ -117,38 +117,60 @@ def test_postgresql_killed(faults: FaultStack):
                                 read_everything(faults.url, name, PARTITIONS))
 
 
-def test_postgresql_frozen(faults: FaultStack):
-    """A PostgreSQL that hangs (every process stopped: connections open, nothing
-    answers) is an outage within the database timeout, not requests held for good."""
+def _frozen(faults: FaultStack, service: str, dependency: str, bound_s: float,
+            storage: str | None = None) -> None:
+    """Publish and stream while every process of ``service`` is stopped (SIGSTOP: its
+    connections stay open, nothing answers): each answer is a 200 or a 503 naming
+    ``dependency`` within ``bound_s``; both work again at once after SIGCONT, and
+    every acknowledged event is there."""
     name = new_fault_event_type(faults.url, PARTITIONS)
-    publisher = Publisher(faults.url, name, timeout_s=FROZEN_CLIENT_TIMEOUT_S)
-    streamer = Streamer(faults.url, name, timeout_s=FROZEN_CLIENT_TIMEOUT_S)
+    if storage is not None:
+        move_to(faults.url, name, storage)
+    publisher = Publisher(faults.url, name, timeout_s=3 * bound_s)  # a slow answer is measured
+    streamer = Streamer(faults.url, name, timeout_s=3 * bound_s)
     publisher.start()
     streamer.start()
     try:
         wait_until(lambda: publisher.ok_since(0) and streamer.opened_since(0), 20,
                    what="publishing and streaming")
-        with faults.frozen("postgres"):
+        with faults.frozen(service):
             frozen = time.monotonic()
-            wait_until(lambda: len([a for a in _since(publisher.answers, frozen)
-                                    if a.status == 503]) >= 3, 30, what="503s for publishing")
             wait_until(lambda: any(a.status == 503 for a in _since(streamer.answers, frozen)),
                        30, what="a 503 for opening a stream")
-            restarting = time.monotonic()
-        up = time.monotonic()
-        wait_until(lambda: publisher.ok_since(up) and streamer.opened_since(up), 30,
+            wait_until(lambda: len(_since(publisher.answers, frozen)) >= 3, 30,
+                       what="answers to publishing")
+            thawing = time.monotonic()
+        wait_until(lambda: publisher.ok_since(thawing) and streamer.opened_since(thawing), 30,
                    what="serving again")
     finally:
         publisher.stop()
         streamer.stop()
     answers = _since(publisher.answers, frozen) + _since(streamer.answers, frozen)
-    unavailable = _assert_outage_answers(answers, "PostgreSQL")
-    _figures("PostgreSQL frozen (SIGSTOP)", frozen, unavailable, restarting, up,
-             min(_healed(publisher.answers, restarting), _healed(streamer.answers, restarting)))
+    unavailable = _assert_outage_answers(answers, dependency)
+    _figures(f"{dependency} frozen (SIGSTOP)", frozen, unavailable, thawing, thawing,
+             min(_healed(publisher.answers, thawing), _healed(streamer.answers, thawing)))
     slowest = max(answer.took for answer in answers)
-    assert slowest < FROZEN_ANSWER_BOUND_S, f"an answer took {slowest:.1f} s"
+    assert slowest < bound_s, f"an answer took {slowest:.1f} s"
     check_exactly_once_in_order(publisher.acknowledged,
                                 read_everything(faults.url, name, PARTITIONS))
+
+
+def test_postgresql_frozen(faults: FaultStack):
+    """A request makes at most two waits that run out while PostgreSQL hangs: one for
+    an answer on a connection it had (the database timeout and the margin), one for a
+    new connection (the connect timeout), or two for answers."""
+    _frozen(faults, "postgres", "PostgreSQL",
+            2 * (float(DATABASE_TIMEOUT_S) + ANSWER_MARGIN_S) + 1)
+
+
+def test_zookeeper_frozen(faults: FaultStack):
+    """Stream openings are refused within the ZooKeeper timeout; publishing goes on."""
+    _frozen(faults, "zookeeper", "ZooKeeper", 2 * float(ZOOKEEPER_TIMEOUT_S) + 1)
+
+
+def test_kafka_broker_frozen(faults: FaultStack):
+    """Unlike a kill, a stopped Tansu keeps its topics: nothing acknowledged is lost."""
+    _frozen(faults, "broker", "Kafka", 2 * float(KAFKA_TIMEOUT_S) + 1, storage="kafka")
 
 
 def test_zookeeper_killed(faults: FaultStack):
