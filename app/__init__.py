@@ -15,6 +15,7 @@ from app.monitoring import recording
 from app.problems import register_problem_handlers
 from app.repository.database import make_green
 from app.security.guard import install_authentication
+from app.send_timeout import install_send_timeout
 from app.services import Services
 
 
@@ -28,8 +29,10 @@ def create_app(settings: Settings | None = None) -> Flask:
     app.url_map.strict_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
     app.config["REQUEST_BODY_TIMEOUT_S"] = settings.request_body_timeout_s
+    app.config["RESPONSE_SEND_TIMEOUT_S"] = settings.response_send_timeout_s
     app.extensions["nakadi"] = Services(settings)
     recording.configure(settings.metrics_enabled)
+    install_send_timeout(app)  # first: its hook runs last
     register_problem_handlers(app)
     install_flow_id(app, logging.getLogger("nakadi.access"))
     install_input_guard(app)

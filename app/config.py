@@ -54,6 +54,10 @@ class Settings:
     # as nginx's client_body_timeout: a client that stalls mid-body holds a greenlet
     # and a connection for as long as it likes otherwise.
     request_body_timeout_s: float = 30.0
+    # How long the writing of a response (not a stream) may take before the connection is
+    # shut down, as nginx's send_timeout: a client that stops reading a large response
+    # holds a greenlet for good otherwise.
+    response_send_timeout_s: float = 60.0
     max_streams_per_partition: int = 10
     max_subscription_partitions: int = 100
     # Security (app/security): authentication is off while no token-info URL is set.

@@ -40,8 +40,8 @@ def client_gone(connection: socket.socket | None) -> bool:
 
 
 @contextlib.contextmanager
-def write_deadline(connection: socket.socket | None,
-                   time_left: Callable[[], float] | None) -> Iterator[None]:
+def write_deadline(connection: socket.socket | None, time_left: Callable[[], float] | None,
+                   what: str = "a stream") -> Iterator[None]:
     """Around a write of the stream to ``connection``: when the client has read
     too little for it to finish by the stream's deadline (``time_left``, asked again
     when it comes, since a commit moves it; None for no deadline), the connection
@@ -64,8 +64,8 @@ def write_deadline(connection: socket.socket | None,
             timer = loop.timer(left)
             timer.start(due)
             return
-        log.warning("a stream's client read too little to take its lines before the "
-                    "stream's deadline: closing the connection")
+        log.warning("the client of %s read too little of it before its deadline: "
+                    "closing the connection", what)
         with contextlib.suppress(OSError):
             connection.shutdown(socket.SHUT_RDWR)
 

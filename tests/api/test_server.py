@@ -10,6 +10,7 @@ import time
 import pytest
 import requests
 
+from app.streaming.connection import LAST_WRITE_S
 from deploy.localstack import free_port
 from tests.api.conftest import (
     ROOT,
@@ -19,6 +20,7 @@ from tests.api.conftest import (
     wait_until_serving,
 )
 from tests.helpers.broker import business_event, new_event_type
+from tests.helpers.raw_http import RawConnection
 
 
 @pytest.fixture
@@ -154,3 +156,30 @@ def test_the_log_is_json_lines_from_start_to_shutdown(server_env, tmp_path):
     assert any("Worker exiting" in line for line in lines)
     for line in lines:
         assert isinstance(json.loads(line), dict), line
+
+
+def test_a_client_that_stops_reading_a_response_is_cut_off(base_url, server_env, event_type,
+                                                           tmp_path):
+    port = free_port()
+    log = tmp_path / "gunicorn.log"
+    server = start_gunicorn(server_env | {"NAKADI_RESPONSE_SEND_TIMEOUT_S": "1"}, port, log)
+    # ~8 MB of shifted cursors: more than the socket buffers can take.
+    body = json.dumps([{"partition": "0", "offset": "begin", "shift": 0}] * 200_000).encode()
+    connection = None
+    try:
+        wait_until_serving(server, f"http://127.0.0.1:{port}", log)
+        connection = RawConnection(port, receive_buffer=4096)
+        connection.request_head("POST", f"/event-types/{event_type}/shifted-cursors", {
+            "Content-Type": "application/json", "Content-Length": str(len(body))})
+        connection.send(body)
+        time.sleep(1 + LAST_WRITE_S + 2)  # and reads nothing meanwhile
+        status, headers = connection.head()
+        assert status == 200
+        # What the server had handed to its kernel comes, then the end: before, the
+        # whole body came, however long the client had waited.
+        assert len(connection.until_closed(within=10)) < int(headers["content-length"])
+    finally:
+        if connection is not None:
+            connection.close()
+        stop_gunicorn(server)
+    assert "read too little of it before its deadline" in log.read_text()

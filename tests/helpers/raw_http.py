@@ -91,6 +91,20 @@ class RawConnection:
                 return False
         return False
 
+    def until_closed(self, within: float) -> bytes:
+        """Everything the server sends until it closes the connection (or resets it),
+        or until ``within`` seconds passed."""
+        deadline = time.monotonic() + within
+        try:
+            while (left := deadline - time.monotonic()) > 0:
+                self.sock.settimeout(left)
+                if not self._fill():
+                    break
+        except (ConnectionResetError, TimeoutError):
+            pass
+        taken, self._buffer = self._buffer, b""
+        return taken
+
     def close(self) -> None:
         self.sock.close()
 

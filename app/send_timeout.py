@@ -1,0 +1,49 @@
+"""A client that stops reading a response is cut off after ``RESPONSE_SEND_TIMEOUT_S``.
+
+A response larger than the socket buffers (a listing, a batch of cursor
+operations, up to tens of MB) to a client that reads none of it held the
+request's greenlet and the response for good: TCP never gives up on a peer that
+keeps acknowledging a zero window. So the writing of a response may take that
+long at most, as nginx's ``send_timeout``; then the connection is shut down and
+the write fails. Streams keep their own deadlines (``app.streaming.connection``).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Iterable, Iterator
+from typing import cast
+
+from flask import Flask, Response, current_app, request
+
+from app.streaming.connection import write_deadline
+
+
+def install_send_timeout(app: Flask) -> None:
+    """Register the hook; it must run after every other one that reads the body, so
+    install it before them (Flask runs ``after_request`` hooks last to first)."""
+    app.after_request(_bounded)
+
+
+def _bounded(response: Response) -> Response:
+    connection = request.environ.get("gunicorn.socket")
+    if connection is None or response.is_streamed or response.content_length == 0:
+        return response
+    body = cast(Iterable[bytes], response.response)  # a body set as data is bytes
+    response.response = _sent_within(body, connection,
+                                     current_app.config["RESPONSE_SEND_TIMEOUT_S"])
+    return response
+
+
+def _sent_within(body: Iterable[bytes], connection: socket.socket, seconds: float
+                 ) -> Iterator[bytes]:
+    """The body's parts, each written (while the server holds it) under the deadline."""
+    deadline = time.monotonic() + seconds
+
+    def time_left() -> float:
+        return deadline - time.monotonic()
+
+    for part in body:
+        with write_deadline(connection, time_left, "a response"):
+            yield part
