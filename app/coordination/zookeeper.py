@@ -22,6 +22,7 @@ from kazoo.handlers.gevent import SequentialGeventHandler
 from kazoo.retry import KazooRetry
 
 from app.dependencies import DependencyUnavailable
+from app.green_wait import fd_of, first_ready
 
 log = logging.getLogger(__name__)
 
@@ -135,47 +136,9 @@ def ready_now(rlist: list[Any], wlist: list[Any]) -> tuple[list[Any], list[Any]]
     if not ready:
         return [], []
     events = dict(ready)
-    readable = [obj for obj in rlist if events.get(_fd(obj), 0) & ~select.POLLOUT]
-    writable = [obj for obj in wlist if events.get(_fd(obj), 0) & ~select.POLLIN]
+    readable = [obj for obj in rlist if events.get(fd_of(obj), 0) & ~select.POLLOUT]
+    writable = [obj for obj in wlist if events.get(fd_of(obj), 0) & ~select.POLLIN]
     return readable, writable
-
-
-_EV_READ, _EV_WRITE = 1, 2  # libev's event bits, as the hub loop's io watchers take them
-
-
-def first_ready(rlist: list[Any], wlist: list[Any], timeout: float | None
-                ) -> tuple[list[Any], list[Any]]:
-    """Waits cooperatively until one of the sockets (or file descriptors) can be
-    read or written, or ``timeout`` seconds passed: the one that became ready
-    first, or none (kazoo looks at the first only). A watcher per socket on the
-    hub's loop and one waiter: a get costs the workers' client 76-82 us of CPU
-    where it cost 113-130 us with gevent's selector here (alternated runs on the
-    2-core machine); ``bench_zookeeper`` prints it next to kazoo's own handler."""
-    hub = gevent.get_hub()
-    waiter: gevent.hub.Waiter[tuple[Any, bool] | None] = gevent.hub.Waiter(hub)
-    watchers: list[Any] = []  # libev io and timer watchers
-    try:
-        for objects, events, readable in ((rlist, _EV_READ, True), (wlist, _EV_WRITE, False)):
-            for obj in objects:
-                watcher = hub.loop.io(_fd(obj), events)
-                watcher.start(waiter.switch, (obj, readable))
-                watchers.append(watcher)
-        if timeout is not None:
-            timer = hub.loop.timer(timeout)
-            timer.start(waiter.switch, None)
-            watchers.append(timer)
-        fired = waiter.get()
-    finally:
-        for watcher in watchers:
-            watcher.close()  # stops it too
-    if fired is None:
-        return [], []
-    obj, readable = fired
-    return ([obj], []) if readable else ([], [obj])
-
-
-def _fd(obj: Any) -> int:
-    return obj if isinstance(obj, int) else obj.fileno()
 
 
 class ZooKeeper:

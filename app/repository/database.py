@@ -18,12 +18,12 @@ from functools import partial
 from typing import Any
 
 import gevent.lock
-import gevent.socket
 import psycopg2
 import psycopg2.extensions
 import psycopg2.extras
 
 from app.dependencies import is_database_outage
+from app.green_wait import first_ready
 
 DEFAULT_TIMEOUT_S = 5.0
 """Connect timeout, and statement timeout of pooled connections (NAKADI_DATABASE_TIMEOUT_S)."""
@@ -56,18 +56,18 @@ def _wait_green(conn: psycopg2.extensions.connection, timeout: float | None = No
     limit = getattr(conn, "wait_limit_s", None)
     while True:
         state = conn.poll()
-        try:
-            if state == psycopg2.extensions.POLL_OK:
-                return
-            if state == psycopg2.extensions.POLL_READ:
-                gevent.socket.wait_read(conn.fileno(), limit)
-            elif state == psycopg2.extensions.POLL_WRITE:
-                gevent.socket.wait_write(conn.fileno(), limit)
-            else:
-                raise psycopg2.OperationalError(f"unexpected poll state {state!r}")
-        except TimeoutError:
-            raise psycopg2.OperationalError(
-                f"PostgreSQL did not answer within {limit:g} s") from None
+        if state == psycopg2.extensions.POLL_OK:
+            return
+        if state == psycopg2.extensions.POLL_READ:
+            readable, _ = first_ready([conn.fileno()], [], limit)
+            ready = bool(readable)
+        elif state == psycopg2.extensions.POLL_WRITE:
+            _, writable = first_ready([], [conn.fileno()], limit)
+            ready = bool(writable)
+        else:
+            raise psycopg2.OperationalError(f"unexpected poll state {state!r}")
+        if not ready:
+            raise psycopg2.OperationalError(f"PostgreSQL did not answer within {limit:g} s")
 
 
 def connect(dsn: str, timeout_s: float = DEFAULT_TIMEOUT_S,
