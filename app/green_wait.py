@@ -36,7 +36,10 @@ def first_ready(rlist: list[Any], wlist: list[Any], timeout: float | None
                 watchers.append(watcher)
         if timeout is not None:
             timer = hub.loop.timer(timeout)
-            timer.start(waiter.switch, None)
+            # From the time now, not the loop's idea of it, which is as old as the
+            # loop's last turn: a greenlet that kept the hub waiting for seconds (a
+            # process that did blocking work) would have the timer fire at once.
+            timer.start(waiter.switch, None, update=True)
             watchers.append(timer)
         fired = waiter.get()
     finally:

@@ -62,14 +62,14 @@ def write_deadline(connection: socket.socket | None, time_left: Callable[[], flo
         left = time_left()
         if left > 0:
             timer = loop.timer(left)
-            timer.start(due)
+            timer.start(due, update=True)
             return
         log.warning("the client of %s read too little of it before its deadline: "
                     "closing the connection", what)
         with contextlib.suppress(OSError):
             connection.shutdown(socket.SHUT_RDWR)
 
-    timer.start(due)
+    timer.start(due, update=True)  # from now, not the loop's last turn
     try:
         yield
     finally:
