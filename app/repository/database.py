@@ -52,7 +52,8 @@ class BoundedConnection(psycopg2.extensions.connection):
         self.wait_limit_s = wait_limit_s
 
 
-def _wait_green(conn: psycopg2.extensions.connection, timeout: float | None = None) -> None:
+def _wait_green(conn: psycopg2.extensions.connection) -> None:
+    """psycopg2's wait callback: poll the connection, waiting for its socket between polls."""
     limit = getattr(conn, "wait_limit_s", None)
     while True:
         state = conn.poll()

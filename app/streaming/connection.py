@@ -42,10 +42,11 @@ def client_gone(connection: socket.socket | None) -> bool:
 @contextlib.contextmanager
 def write_deadline(connection: socket.socket | None, time_left: Callable[[], float] | None,
                    what: str = "a stream") -> Iterator[None]:
-    """Around a write of the stream to ``connection``: when the client has read
-    too little for it to finish by the stream's deadline (``time_left``, asked again
-    when it comes, since a commit moves it; None for no deadline), the connection
-    is shut down, which fails the write, and so ends the stream.
+    """Around a write of ``what`` (a stream's lines, or a response) to
+    ``connection``: when the client has read too little for it to finish by the
+    deadline (``time_left``, asked again when it comes, since a commit moves a
+    subscription stream's; None for no deadline), the connection is shut down,
+    which fails the write, and so ends the stream or the response.
 
     A stream waiting on a client that stopped reading checks no limit of its own:
     without this, a stuck consumer that kept its connection open held its
