@@ -72,8 +72,10 @@ def _figures(what: str, killed: float, unavailable: list[Answer], restarting: fl
           f" {up - restarting:.2f} s; serving again {healed - up:+.2f} s after it was back")
 
 
-def _load(faults: FaultStack, name: str) -> tuple[Publisher, Streamer]:
-    publisher, streamer = Publisher(faults.url, name), Streamer(faults.url, name)
+def _load(faults: FaultStack, name: str, timeout_s: float = CLIENT_TIMEOUT_S
+          ) -> tuple[Publisher, Streamer]:
+    publisher = Publisher(faults.url, name, timeout_s=timeout_s)
+    streamer = Streamer(faults.url, name, timeout_s=timeout_s)
     publisher.start()
     streamer.start()
     wait_until(lambda: publisher.ok_since(0) and streamer.opened_since(0), 20,
@@ -126,13 +128,8 @@ def _frozen(faults: FaultStack, service: str, dependency: str, bound_s: float,
     name = new_fault_event_type(faults.url, PARTITIONS)
     if storage is not None:
         move_to(faults.url, name, storage)
-    publisher = Publisher(faults.url, name, timeout_s=3 * bound_s)  # a slow answer is measured
-    streamer = Streamer(faults.url, name, timeout_s=3 * bound_s)
-    publisher.start()
-    streamer.start()
+    publisher, streamer = _load(faults, name, 3 * bound_s)  # so a slow answer is measured
     try:
-        wait_until(lambda: publisher.ok_since(0) and streamer.opened_since(0), 20,
-                   what="publishing and streaming")
         with faults.frozen(service):
             frozen = time.monotonic()
             wait_until(lambda: any(a.status == 503 for a in _since(streamer.answers, frozen)),
