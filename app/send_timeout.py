@@ -10,14 +10,13 @@ the write fails. Streams keep their own deadlines (``app.streaming.connection``)
 
 from __future__ import annotations
 
-import socket
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import cast
 
 from flask import Flask, Response, current_app, request
 
-from app.streaming.connection import write_deadline
+from app.streaming.connection import written_within
 
 
 def install_send_timeout(app: Flask) -> None:
@@ -31,19 +30,7 @@ def _bounded(response: Response) -> Response:
     if connection is None or response.is_streamed or response.content_length == 0:
         return response
     body = cast(Iterable[bytes], response.response)  # a body set as data is bytes
-    response.response = _sent_within(body, connection,
-                                     current_app.config["RESPONSE_SEND_TIMEOUT_S"])
+    deadline = time.monotonic() + current_app.config["RESPONSE_SEND_TIMEOUT_S"]
+    response.response = written_within(body, connection, lambda: deadline - time.monotonic(),
+                                       "a response")
     return response
-
-
-def _sent_within(body: Iterable[bytes], connection: socket.socket, seconds: float
-                 ) -> Iterator[bytes]:
-    """The body's parts, each written (while the server holds it) under the deadline."""
-    deadline = time.monotonic() + seconds
-
-    def time_left() -> float:
-        return deadline - time.monotonic()
-
-    for part in body:
-        with write_deadline(connection, time_left, "a response"):
-            yield part

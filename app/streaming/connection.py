@@ -7,7 +7,7 @@ import contextlib
 import logging
 import select
 import socket
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 
 import gevent
 from gevent import monkey
@@ -75,3 +75,13 @@ def write_deadline(connection: socket.socket | None, time_left: Callable[[], flo
         yield
     finally:
         timer.close()
+
+
+def written_within(parts: Iterable[bytes], connection: socket.socket | None,
+                   time_left: Callable[[], float] | None, what: str = "a stream"
+                   ) -> Iterator[bytes]:
+    """``parts`` as a WSGI body, each under ``write_deadline`` while the server writes
+    it: the server writes a part while this generator waits at its ``yield``."""
+    for part in parts:
+        with write_deadline(connection, time_left, what):
+            yield part

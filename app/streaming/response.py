@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Generator, Iterator
+from itertools import chain
 
 from flask import Response, request
 
 from app import lifecycle
-from app.streaming.connection import write_deadline
+from app.streaming.connection import written_within
 
 STREAM_CONTENT_TYPE = "application/x-json-stream"
 
@@ -35,11 +36,9 @@ def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], No
 
     def body() -> Iterator[bytes]:
         try:
-            with write_deadline(connection, time_left):
-                yield b""  # the headers go out now
-            for chunk in gzipped(lines) if compress else lines:
-                with write_deadline(connection, time_left):
-                    yield chunk
+            chunks = gzipped(lines) if compress else lines
+            # b"": the headers go out now
+            yield from written_within(chain((b"",), chunks), connection, time_left)
         finally:
             # Before the body's last chunk: a client that reconnects at once finds
             # the stream's partitions free.

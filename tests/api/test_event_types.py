@@ -465,7 +465,6 @@ def test_changes_made_at_once_are_applied_one_after_the_other(base_url, created)
     assert got["version"] == "1.2.0" and got["schema"] == json.dumps(with_property(winner))
 
 
-
 def test_of_deletions_made_at_once_one_deletes_and_the_others_find_nothing(base_url, created):
     url = f"{base_url}/event-types/{created['name']}"
     answers = at_once(4, lambda _: requests.delete(url))
