@@ -188,21 +188,16 @@ class GroupAppender:
                 chunks.append(b"\n".join(chunk).decode())
         params = {"topics": topics, "partitions": partitions, "counts": counts,
                   "payloads": chunks, "channel": CHANNEL}
-        with self._pool.connection() as conn:
-            conn.autocommit = True
-            try:
-                with conn.cursor() as cursor:
-                    try:
-                        cursor.execute(APPEND, params)
-                    except psycopg2.errors.InvalidSqlStatementName:  # a new connection
-                        cursor.execute(PREPARE_APPEND)
-                        cursor.execute(APPEND, params)
-                    rows = cursor.fetchall()
-            except psycopg2.errors.NotNullViolation:
-                raise MissingPartitions() from None
-            finally:
-                if not conn.closed:
-                    conn.autocommit = False
+        try:
+            with self._pool.statement() as cursor:
+                try:
+                    cursor.execute(APPEND, params)
+                except psycopg2.errors.InvalidSqlStatementName:  # a new connection
+                    cursor.execute(PREPARE_APPEND)
+                    cursor.execute(APPEND, params)
+                rows = cursor.fetchall()
+        except psycopg2.errors.NotNullViolation:
+            raise MissingPartitions() from None
         first = {(topic, partition): offset for topic, partition, offset, _ in rows}
         return [{partition: first[(pending.topic_id, partition)] + offset
                  for partition, offset in start.items()}
