@@ -50,8 +50,7 @@ def committed(subscription_id: str) -> Response:
     state = SubscriptionState(services().zookeeper, subscription.id)
     items = []
     if state.offsets_initialized():
-        for key in partitions.partition_keys():
-            offset = state.committed(key)
+        for key, offset in state.committed_many(partitions.partition_keys()).items():
             if offset is not None:
                 items.append({"event_type": key[0], "partition": key[1], "offset": offset,
                               "cursor_token": new_cursor_token()})

@@ -226,16 +226,9 @@ class SubscriptionState:
     def offsets_initialized(self) -> bool:
         return self.zookeeper.exists(self.offsets_path) is not None
 
-    def committed(self, key: PartitionKey) -> str | None:
-        """The committed offset of a partition (None if none was ever stored)."""
-        try:
-            data, _ = self.zookeeper.get(self.offset_path(key))
-        except NoNodeError:
-            return None
-        return data.decode()
-
     def committed_many(self, keys: Iterable[PartitionKey]) -> dict[PartitionKey, str | None]:
-        """``committed`` of several partitions in one round trip (the reads run at once)."""
+        """The committed offsets of partitions (None for one where none was ever
+        stored), in one round trip: the reads run at once."""
         zookeeper = self.zookeeper
         pending = {key: zookeeper.get_async(self.offset_path(key)) for key in keys}
         found: dict[PartitionKey, str | None] = {}

@@ -26,15 +26,16 @@ def subscription_stats(subscription: Subscription, partitions: SubscriptionParti
                        ) -> list[dict[str, Any]]:
     """``SubscriptionEventTypeStats`` items, event types in the subscription's order."""
     sessions, topology = _assignments(state)
-    initialized = state.offsets_initialized()
+    offsets = state.committed_many(partitions.partition_keys()) \
+        if state.offsets_initialized() else None
     items = []
     for event_type in subscription.event_types:
         stats = []
         for partition in range(partitions.timelines[event_type].partitions):
             key = (event_type, str(partition))
             entry = _assignment(key, topology.get(key), sessions)
-            if initialized:
-                committed = state.committed(key)
+            if offsets is not None:
+                committed = offsets[key]
                 position = partitions.position(key, committed) if committed else -1
                 newest = bounds[event_type][partition].newest
                 entry["unconsumed_events"] = max(0, newest - position)

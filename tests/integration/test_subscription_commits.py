@@ -51,16 +51,16 @@ def test_commits_in_a_row_each_move_the_offsets(states):
     mine, theirs = states
     for n in range(2, 6):
         assert results(mine, offset(n), offset(n)) == ["committed", "committed"]
-    assert [theirs.committed(key) for key in KEYS] == [offset(5), offset(5)]
+    assert list(theirs.committed_many(KEYS).values()) == [offset(5), offset(5)]
     assert results(mine, offset(4)) == ["outdated"]
-    assert theirs.committed(KEYS[0]) == offset(5)
+    assert theirs.committed_many(KEYS[:1]) == {KEYS[0]: offset(5)}
 
 
 def test_a_commit_behind_one_another_instance_wrote_is_outdated(states):
     mine, theirs = states
     assert theirs.commit(KEYS[0], offset(7))
     assert results(mine, offset(5), offset(5)) == ["outdated", "committed"]
-    assert [theirs.committed(key) for key in KEYS] == [offset(7), offset(5)]
+    assert list(theirs.committed_many(KEYS).values()) == [offset(7), offset(5)]
 
 
 def test_after_a_reset_backwards_commits_move_from_the_reset_offsets(states):
@@ -68,7 +68,7 @@ def test_after_a_reset_backwards_commits_move_from_the_reset_offsets(states):
     assert results(mine, offset(9)) == ["committed"]
     theirs.overwrite_offsets({KEYS[0]: offset(0)})
     assert results(mine, offset(3)) == ["committed"]
-    assert theirs.committed(KEYS[0]) == offset(3)
+    assert theirs.committed_many([KEYS[0]])[KEYS[0]] == offset(3)
 
 
 def test_a_partition_rebalanced_away_refuses_the_commit(states):
@@ -80,7 +80,7 @@ def test_a_partition_rebalanced_away_refuses_the_commit(states):
     index = KEYS.index(moving[0])
     with pytest.raises(CommitRefused, match="not read by stream s"):
         results(mine, *[offset(4)] * (index + 1))
-    assert theirs.committed(moving[0]) == offset(1)
+    assert theirs.committed_many([moving[0]])[moving[0]] == offset(1)
 
 
 def test_an_ended_stream_cannot_commit(states):
@@ -88,7 +88,7 @@ def test_an_ended_stream_cannot_commit(states):
     theirs.unregister("s")
     with pytest.raises(CommitRefused, match="not an open stream"):
         results(mine, offset(4), offset(4))
-    assert [theirs.committed(key) for key in KEYS] == [offset(1), offset(1)]
+    assert list(theirs.committed_many(KEYS).values()) == [offset(1), offset(1)]
 
 
 def test_every_commit_is_announced_to_its_stream_with_what_it_moved(states):

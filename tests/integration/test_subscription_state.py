@@ -109,7 +109,7 @@ def test_starting_offsets_are_stored_exactly_once_under_a_race(zookeeper, other_
     gevent.joinall(tries, raise_error=True)
     winners = [n for n, attempt in enumerate(tries) if attempt.value]
     assert len(winners) == 1
-    assert all(states[0].committed(key) == offset(winners[0]) for key in KEYS)
+    assert set(states[0].committed_many(KEYS).values()) == {offset(winners[0])}
     assert states[1].offsets_initialized()
 
 
@@ -120,12 +120,11 @@ def test_commits_only_move_forward_even_when_racing(zookeeper, other_client, sub
     assert states[0].commit(KEYS[0], offset(5))
     assert not states[0].commit(KEYS[0], offset(5))
     assert not states[1].commit(KEYS[0], offset(3))
-    assert states[0].committed(KEYS[0]) == offset(5)
+    assert states[0].committed_many([KEYS[0]])[KEYS[0]] == offset(5)
 
     racing = [gevent.spawn(states[n % 2].commit, KEYS[1], offset(n)) for n in range(30)]
     gevent.joinall(racing, raise_error=True)
-    assert states[0].committed(KEYS[1]) == offset(29)
-    assert states[0].committed(KEYS[2]) == "001-0001--1"
+    assert states[0].committed_many(KEYS[1:]) == {KEYS[1]: offset(29), KEYS[2]: "001-0001--1"}
 
 
 def test_a_commit_announced_by_another_client_wakes_the_streams_watch(
@@ -173,8 +172,8 @@ def test_offsets_can_be_reset_backwards(zookeeper, subscription_id):
     state = SubscriptionState(zookeeper, subscription_id)
     state.initialize_offsets({key: offset(9) for key in KEYS})
     state.overwrite_offsets({KEYS[0]: offset(2)})
-    assert state.committed(KEYS[0]) == offset(2)
-    assert state.committed(KEYS[1]) == offset(9)
+    assert state.committed_many(KEYS) == {KEYS[0]: offset(2), KEYS[1]: offset(9),
+                                          KEYS[2]: offset(9)}
 
 
 def test_deleting_the_subscription_fires_watches_and_ends_reads(zookeeper, subscription_id):
