@@ -4,7 +4,7 @@ PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup system-packages run test lint migrate bench bench-storage bench-publish \
-	bench-stream bench-subscription bench-pipeline bench-metrics bench-soak
+	bench-stream bench-subscription bench-pipeline bench-metrics bench-soak bench-reads
 
 setup: system-packages $(STAMP)
 
@@ -48,6 +48,12 @@ bench-publish: setup
 	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get install -y -q wrk; }
 	$(PYTHON) -m tests.benchmarks.bench_publish
+
+## The GETs clients repeat (a subscription, its cursors and stats, partitions; needs wrk).
+bench-reads: setup
+	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		$$sudo apt-get install -y -q wrk; }
+	$(PYTHON) -m tests.benchmarks.bench_reads
 
 ## What /metrics costs: CPU per publish request and stream batch, and per scrape.
 bench-metrics: setup
