@@ -27,7 +27,17 @@ def install_send_timeout(app: Flask) -> None:
 
 def _bounded(response: Response) -> Response:
     connection = request.environ.get("gunicorn.socket")
-    if connection is None or response.is_streamed or response.content_length == 0:
+    if connection is None or response.is_streamed:
+        return response
+    length = response.content_length
+    if length is None:
+        # werkzeug measures a body that has no length yet (``Response(status=200)``)
+        # as it sends it, but only while it is a sequence: wrapped, it would go out
+        # chunked, an empty body as a chunk of nothing.
+        length = sum(map(len, response.iter_encoded()))
+        if length:
+            response.content_length = length
+    if length == 0:
         return response
     body = cast(Iterable[bytes], response.response)  # a body set as data is bytes
     deadline = time.monotonic() + current_app.config["RESPONSE_SEND_TIMEOUT_S"]

@@ -36,6 +36,9 @@ def test_published_events_are_stored_with_enrichment(base_url, pool, event_types
     assert response.status_code == 200, response.text
     assert response.content == b""
     assert "Content-Type" not in response.headers  # an empty body claims no type
+    # ...and says its length, as Nakadi's does, rather than coming as chunks.
+    assert response.headers["Content-Length"] == "0"
+    assert "Transfer-Encoding" not in response.headers
     by_eid = {e["metadata"]["eid"]: (p, e) for p, es in stored(pool, name).items() for e in es}
     assert len(by_eid) == 3
     for event in sent:
