@@ -59,15 +59,14 @@ def _wait_green(conn: psycopg2.extensions.connection) -> None:
         state = conn.poll()
         if state == psycopg2.extensions.POLL_OK:
             return
+        waits: tuple[list[int], list[int]]
         if state == psycopg2.extensions.POLL_READ:
-            readable, _ = first_ready([conn.fileno()], [], limit)
-            ready = bool(readable)
+            waits = [conn.fileno()], []
         elif state == psycopg2.extensions.POLL_WRITE:
-            _, writable = first_ready([], [conn.fileno()], limit)
-            ready = bool(writable)
+            waits = [], [conn.fileno()]
         else:
             raise psycopg2.OperationalError(f"unexpected poll state {state!r}")
-        if not ready:
+        if first_ready(*waits, limit) == ([], []):
             raise psycopg2.OperationalError(f"PostgreSQL did not answer within {limit:g} s")
 
 

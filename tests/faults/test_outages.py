@@ -16,6 +16,8 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import requests
 
@@ -72,15 +74,22 @@ def _figures(what: str, killed: float, unavailable: list[Answer], restarting: fl
           f" {up - restarting:.2f} s; serving again {healed - up:+.2f} s after it was back")
 
 
-def _load(faults: FaultStack, name: str, timeout_s: float = CLIENT_TIMEOUT_S
-          ) -> tuple[Publisher, Streamer]:
+@contextmanager
+def _loaded(faults: FaultStack, name: str, timeout_s: float = CLIENT_TIMEOUT_S
+            ) -> Iterator[tuple[Publisher, Streamer]]:
+    """Publishing to and streaming from the event type while the block runs, both seen
+    working first; stopped when it ends."""
     publisher = Publisher(faults.url, name, timeout_s=timeout_s)
     streamer = Streamer(faults.url, name, timeout_s=timeout_s)
     publisher.start()
     streamer.start()
-    wait_until(lambda: publisher.ok_since(0) and streamer.opened_since(0), 20,
-               what="publishing and streaming")
-    return publisher, streamer
+    try:
+        wait_until(lambda: publisher.ok_since(0) and streamer.opened_since(0), 20,
+                   what="publishing and streaming")
+        yield publisher, streamer
+    finally:
+        publisher.stop()
+        streamer.stop()
 
 
 def _health(faults: FaultStack) -> requests.Response:
@@ -89,8 +98,7 @@ def _health(faults: FaultStack) -> requests.Response:
 
 def test_postgresql_killed(faults: FaultStack):
     name = new_fault_event_type(faults.url, PARTITIONS)
-    publisher, streamer = _load(faults, name)
-    try:
+    with _loaded(faults, name) as (publisher, streamer):
         killed = time.monotonic()
         faults.kill("postgres")
         wait_until(lambda: any(a.status == 503 for a in _since(publisher.answers, killed)), 20,
@@ -104,9 +112,6 @@ def test_postgresql_killed(faults: FaultStack):
         up = time.monotonic()
         wait_until(lambda: publisher.ok_since(up) and streamer.opened_since(up), 30,
                    what="serving again")
-    finally:
-        publisher.stop()
-        streamer.stop()
     unavailable = _assert_outage_answers(
         _since(publisher.answers, killed) + _since(streamer.answers, killed), "PostgreSQL")
     # Streams open when PostgreSQL died ended with a last line saying why (or normally).
@@ -128,8 +133,8 @@ def _frozen(faults: FaultStack, service: str, dependency: str, bound_s: float,
     name = new_fault_event_type(faults.url, PARTITIONS)
     if storage is not None:
         move_to(faults.url, name, storage)
-    publisher, streamer = _load(faults, name, 3 * bound_s)  # so a slow answer is measured
-    try:
+    # A client timeout beyond the bound, so that a slow answer is measured.
+    with _loaded(faults, name, 3 * bound_s) as (publisher, streamer):
         with faults.frozen(service):
             frozen = time.monotonic()
             wait_until(lambda: any(a.status == 503 for a in _since(streamer.answers, frozen)),
@@ -139,9 +144,6 @@ def _frozen(faults: FaultStack, service: str, dependency: str, bound_s: float,
             thawing = time.monotonic()
         wait_until(lambda: publisher.ok_since(thawing) and streamer.opened_since(thawing), 30,
                    what="serving again")
-    finally:
-        publisher.stop()
-        streamer.stop()
     answers = _since(publisher.answers, frozen) + _since(streamer.answers, frozen)
     unavailable = _assert_outage_answers(answers, dependency)
     _figures(f"{dependency} frozen (SIGSTOP)", frozen, unavailable, thawing, thawing,
@@ -174,8 +176,7 @@ def test_kafka_broker_frozen(faults: FaultStack):
 
 def test_zookeeper_killed(faults: FaultStack):
     name = new_fault_event_type(faults.url, PARTITIONS)
-    publisher, streamer = _load(faults, name)
-    try:
+    with _loaded(faults, name) as (publisher, streamer):
         killed = time.monotonic()
         faults.kill("zookeeper")
         wait_until(lambda: any(a.status == 503 for a in _since(streamer.answers, killed)), 20,
@@ -189,9 +190,6 @@ def test_zookeeper_killed(faults: FaultStack):
         faults.restart("zookeeper")
         up = time.monotonic()
         wait_until(lambda: streamer.opened_since(up), 30, what="streams opening again")
-    finally:
-        publisher.stop()
-        streamer.stop()
     unavailable = _assert_outage_answers(_since(streamer.answers, killed), "ZooKeeper")
     _assert_outage_answers(_since(publisher.answers, killed), "ZooKeeper")
     _figures("ZooKeeper kill -9", killed, unavailable, restarting, up,
@@ -205,8 +203,7 @@ def test_zookeeper_killed(faults: FaultStack):
 
 def test_gunicorn_worker_killed(faults: FaultStack):
     name = new_fault_event_type(faults.url, PARTITIONS)
-    publisher, streamer = _load(faults, name)
-    try:
+    with _loaded(faults, name) as (publisher, streamer):
         before = set(worker_pids(faults.gunicorn.pid))
         victim = sorted(before)[0]
         killed = time.monotonic()
@@ -216,9 +213,6 @@ def test_gunicorn_worker_killed(faults: FaultStack):
         replaced = time.monotonic()
         wait_until(lambda: publisher.ok_since(replaced) and streamer.opened_since(replaced), 30,
                    what="serving on")
-    finally:
-        publisher.stop()
-        streamer.stop()
     # The connections the dead worker held fail; nothing answers a 5xx.
     for answer in _since(publisher.answers, killed) + _since(streamer.answers, killed):
         assert answer.status in (200, None), answer
@@ -233,8 +227,7 @@ def test_gunicorn_worker_killed(faults: FaultStack):
 def test_kafka_broker_stopped(faults: FaultStack):
     name = new_fault_event_type(faults.url, PARTITIONS)
     move_to(faults.url, name, "kafka")
-    publisher, streamer = _load(faults, name)
-    try:
+    with _loaded(faults, name) as (publisher, streamer):
         killed = time.monotonic()
         faults.kill("broker")
         wait_until(lambda: any(a.status == 503 for a in _since(publisher.answers, killed)), 30,
@@ -256,9 +249,6 @@ def test_kafka_broker_stopped(faults: FaultStack):
         after.start()
         wait_until(lambda: after.ok_since(up), 30, what="publishing again")
         after.stop()
-    finally:
-        publisher.stop()
-        streamer.stop()
     unavailable = _assert_outage_answers(
         [a for a in _since(publisher.answers, killed) + _since(streamer.answers, killed)
          if a.started < restarting], "Kafka")
