@@ -42,7 +42,7 @@ from app.repository.storages import get_storage
 from app.storage.engines import build_engine
 from tests.benchmarks.bench_publish import ORDER_SCHEMA, order_event
 from tests.benchmarks.bench_stream import stream_throughput
-from tests.benchmarks.harness import running_broker, set_default_storage
+from tests.benchmarks.harness import running_broker, set_default_storage, settle_writes
 
 PARTITIONS = 4
 
@@ -61,7 +61,8 @@ def create_event_type(base_url: str, name: str) -> None:
 def prepublish(settings: Settings, name: str, storage_id: str, count: int,
                jsonl: Path) -> None:
     """``count`` distinct events straight into the topic, spread evenly over the
-    partitions, and the same events as a JSON Lines file."""
+    partitions, and the same events as a JSON Lines file, both written out to disk
+    (``settle_writes``)."""
     make_green()
     pool = ConnectionPool(settings.database_url, 4)
     timeline = event_type_with_timelines(pool, name)[1].active
@@ -81,6 +82,7 @@ def prepublish(settings: Settings, name: str, storage_id: str, count: int,
     finally:
         engine.close()
         pool.close()
+    settle_writes(settings.database_url)
 
 
 def process_cpu() -> dict[str, float]:

@@ -39,12 +39,13 @@ from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
 from app.storage.engines import build_engine
 from tests.benchmarks.bench_publish import create_event_type, order_event
-from tests.benchmarks.harness import running_broker, set_default_storage
+from tests.benchmarks.harness import running_broker, set_default_storage, settle_writes
 from tests.benchmarks.idle_streams import idle_streams
 
 
 def prepublish(settings: Settings, name: str, storage_id: str, count: int) -> int:
-    """Append ``count`` events straight to the event type's topic; returns their bytes."""
+    """Append ``count`` events straight to the event type's topic, written out to disk
+    (``settle_writes``); returns their bytes."""
     make_green()
     pool = ConnectionPool(settings.database_url, 4)
     timeline = event_type_with_timelines(pool, name)[1].active
@@ -57,6 +58,7 @@ def prepublish(settings: Settings, name: str, storage_id: str, count: int) -> in
     finally:
         engine.close()
         pool.close()
+    settle_writes(settings.database_url)
     return sum(len(p) for p in payloads) * count // 1000
 
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg2
+import psycopg2.errors
 import requests
 
 from deploy.localstack import LocalStack, free_port
@@ -32,6 +33,24 @@ def set_default_storage(database_url: str, storage_id: str) -> None:
     with conn, conn.cursor() as cursor:
         cursor.execute("UPDATE storages SET is_default = (id = %s)", (storage_id,))
     conn.close()
+
+
+def settle_writes(database_url: str) -> None:
+    """Write out what a bulk load left dirty, PostgreSQL's buffers and then the page
+    cache, so that its writeback does not land in a later measurement. About 30 s
+    after a 1M-event load (the kernel's ``dirty_expire_centisecs``) the disk is busy
+    with it, and commits' WAL fsyncs waited 100-250 ms: single-event publishing at
+    half load, which ran then in round 1 of ``make bench``, had a p99 of 50-100 ms."""
+    conn = psycopg2.connect(database_url)
+    conn.autocommit = True
+    try:
+        with conn.cursor() as cursor:
+            cursor.execute("CHECKPOINT")
+    except psycopg2.errors.InsufficientPrivilege:
+        pass  # a database of one's own (NAKADI_DATABASE_URL) may not allow it
+    finally:
+        conn.close()
+    os.sync()
 
 
 def start_server(env: dict[str, str], workers: int, config: str = str(ROOT / "gunicorn.conf.py"),
