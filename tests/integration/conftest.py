@@ -53,6 +53,21 @@ def postgres_topic(postgres_engine: StorageEngine) -> Iterator[str]:
 
 
 @pytest.fixture
+def reads(postgres_engine):
+    """The arguments of every read of the postgres engine's readers, in order."""
+    done = []
+    read_many = postgres_engine._read_many
+
+    def counted(*args, **kwargs):
+        done.append(args)
+        return read_many(*args, **kwargs)
+
+    postgres_engine._read_many = counted
+    yield done
+    postgres_engine._read_many = read_many
+
+
+@pytest.fixture
 def zookeeper(settings):
     """A ZooKeeper client of the session's ensemble, as a worker has it."""
     yield from _zookeeper_client(settings)

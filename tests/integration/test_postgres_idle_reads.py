@@ -6,26 +6,8 @@ by seconds (bench_soak)."""
 
 from __future__ import annotations
 
-import pytest
-
 from app.storage.engine import stored_events
 from app.storage.postgres import PostgresEngine
-
-
-@pytest.fixture
-def reads(postgres_engine):
-    """The arguments of every read of the engine's readers, in order."""
-    engine: PostgresEngine = postgres_engine
-    done = []
-    read_many = engine._read_many
-
-    def counted(*args, **kwargs):
-        done.append(args)
-        return read_many(*args, **kwargs)
-
-    engine._read_many = counted  # type: ignore[method-assign]
-    yield done
-    engine._read_many = read_many  # type: ignore[method-assign]
 
 
 def test_an_idle_reader_reads_again_only_after_an_append_is_notified(
