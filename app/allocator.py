@@ -1,0 +1,36 @@
+"""glibc's allocator, set for a worker's large blocks.
+
+By default glibc maps a block of 128 KB or more afresh and unmaps it when it is
+freed, and hands the top of its heap back to the kernel once 128 KB of it are
+free. It raises both thresholds when it sees bigger blocks freed, but a stream's
+cycle (a read of a few MB, the chunks' bytes and lines of ~250 KB each, all freed
+before the next read) keeps crossing them, so most of those blocks came as fresh
+pages that the kernel faults in and zeroes: one stream of 1M events from begin
+cost its worker 0.46-0.53 s of CPU, and 0.28-0.32 s with these settings (1.6-1.8M
+against 2.4-2.7M events/s). The cost is memory kept rather than returned: up to
+``TRIM_THRESHOLD`` free at the top of a worker's heap.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's malloc.h
+M_MMAP_THRESHOLD = -3
+
+MMAP_THRESHOLD = 4 * 1024 * 1024
+"""Blocks below this come from the heap: every read, chunk and line a stream makes."""
+TRIM_THRESHOLD = 32 * 1024 * 1024
+"""Free memory at the heap's top kept for the next blocks rather than given back."""
+
+
+def keep_large_blocks() -> bool:
+    """Apply the thresholds to this process (and the processes it forks from now on);
+    False where the C library is not glibc, which is then left as it is."""
+    mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
+    if mallopt is None:
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, MMAP_THRESHOLD)) and \
+        bool(mallopt(M_TRIM_THRESHOLD, TRIM_THRESHOLD))
