@@ -52,8 +52,8 @@ def _fresh_metrics_dir() -> tuple[str, bool]:
 _PREPARED_BY = "NAKADI_PY_METRICS_DIR_OF"  # internal: which master prepared the folder
 metrics_dir, own_metrics_dir = _fresh_metrics_dir()
 
-from app.allocator import keep_large_blocks  # noqa: E402
 from app.gunicorn_errors import answer_refused_requests_as_problems  # noqa: E402
+from workers.allocator import keep_large_blocks  # noqa: E402
 
 answer_refused_requests_as_problems()
 keep_large_blocks()  # here, in the master: the workers it forks inherit it

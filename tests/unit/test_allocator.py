@@ -13,7 +13,7 @@ import sys
 # settings, or not at all (glibc's mallinfo2).
 PROBE = """
 import ctypes, runpy, sys
-from app.allocator import keep_large_blocks
+from workers.allocator import keep_large_blocks
 
 class MallInfo2(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in (

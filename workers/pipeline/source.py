@@ -31,6 +31,7 @@ from pyspark.sql.streaming.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from workers.allocator import keep_large_blocks
 from workers.pipeline.arrow_lines import ArrowLines
 from workers.pipeline.client import BrokerClient, BrokerError
 from workers.pipeline.ranges import (
@@ -149,6 +150,7 @@ class _RangeReader:
         span: OffsetRange | None = partition.value
         if span is None:  # Spark reads one empty partition when a batch has no ranges
             return
+        keep_large_blocks()  # lines of a few MB, read and split in this Python worker
         schema = arrow_schema(self.layout)
         client = self.options.client()
         exact = any(node.holds_json for _, _, node in self.layout.columns)

@@ -1,4 +1,6 @@
-"""glibc's allocator, set for a worker's large blocks.
+"""glibc's allocator, set for the large blocks of the processes that stream: the
+gunicorn workers (set in their master, ``gunicorn.conf.py``) and Spark's Python
+workers reading stream lines for the pipeline (``workers.pipeline.source``).
 
 By default glibc maps a block of 128 KB or more afresh and unmaps it when it is
 freed, and hands the top of its heap back to the kernel once 128 KB of it are
@@ -8,7 +10,8 @@ before the next read) keeps crossing them, so most of those blocks came as fresh
 pages that the kernel faults in and zeroes: one stream of 1M events from begin
 cost its worker 0.46-0.53 s of CPU, and 0.28-0.32 s with these settings (1.6-1.8M
 against 2.4-2.7M events/s). The cost is memory kept rather than returned: up to
-``TRIM_THRESHOLD`` free at the top of a worker's heap.
+``TRIM_THRESHOLD`` free at the top of a worker's heap. It imports nothing, so the
+pipeline, which imports nothing of the broker, can use it.
 """
 
 from __future__ import annotations
