@@ -12,8 +12,9 @@ and consuming (``ceilings``). Broker figures come from the other benchmarks'
 measuring functions: publishing at batch 1, 10, 100 and 1000 (``wrk``, 16
 connections), p99 at half the saturated rate of single-event requests, one
 low-level stream from ``begin``, a subscription stream committing every batch
-for each ``--max-uncommitted`` window (next to the low-level stream with the
-same batch_limit) and publish-to-stream latency at a fixed rate.
+for each ``--max-uncommitted`` window (``--pairs`` runs, each next to a run of
+the low-level stream with the same batch_limit: the median pair's share) and
+publish-to-stream latency at a fixed rate.
 
 Each round measures everything once, ceilings right before the figures they
 bound; the summary shows every round, so the spread is visible. Machines here
@@ -176,13 +177,14 @@ def stream_figures(run: Run) -> None:
         windows = [int(window) for window in run.args.max_uncommitted.split(",")]
         bench_subscription.warm_up(run.port, run.base_url, name, sub_count, max(windows),
                                    run.args.warm_up)
-        low = bench_subscription.low_level_throughput(run.port, name, sub_count)
         for window in windows:
-            rate, commits = bench_subscription.subscription_throughput(
-                run.port, run.base_url, name, sub_count, window)
+            paired = bench_subscription.throughput_rounds(
+                run.port, run.base_url, name, sub_count, window, run.args.pairs)
             run.record(f"{engine} subscription stream, max_uncommitted_events {window}", "70%",
-                       f"{events_per_s(rate)} commit p99 {percentile(commits, 0.99):.0f}ms",
-                       f"low-level stream batch 100 {events_per_s(low)}", f"{rate / low:.0%}")
+                       f"{events_per_s(statistics.median(paired.sub))} commit p99 "
+                       f"{percentile(paired.commits, 0.99):.0f}ms",
+                       f"low-level stream batch 100 {events_per_s(statistics.median(paired.low))}",
+                       f"{paired.share:.0%}")
 
         fresh = create_event_type(run.base_url) if engine == "postgres" else kafka_type(run)
         latencies = bench_stream.end_to_end_latency(run.port, fresh, run.args.rate,
@@ -252,6 +254,10 @@ def main() -> None:
     parser.add_argument("--subscription-events", type=int, default=300_000)
     parser.add_argument("--max-uncommitted", default="2000,20000",
                         help="max_uncommitted_events of the subscription stream, one run each")
+    parser.add_argument("--pairs", type=int, default=3,
+                        help="paired runs of the low-level and the subscription stream per"
+                             " window and round: the share is the median pair's (the"
+                             " reference alone moved 2x between rounds)")
     parser.add_argument("--warm-up", type=int, default=8,
                         help="untimed subscription streams before the subscription figures,"
                              " each round (bench_subscription.warm_up)")

@@ -59,6 +59,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
@@ -228,12 +229,43 @@ def warm_up(port: int, base_url: str, name: str, count: int, window: int, cycles
         subscription_throughput(port, base_url, name, count, window)
 
 
+@dataclass(frozen=True)
+class PairedRounds:
+    """Paired runs of the low-level stream and the subscription stream over the same
+    events: each round's rates, the workers' CPU per 1M events, and every commit's
+    latency (ms, sorted)."""
+
+    low: list[float]
+    sub: list[float]
+    low_cpu: list[float]
+    sub_cpu: list[float]
+    commits: list[float]
+
+    @property
+    def shares(self) -> list[float]:
+        return [rate / reference for rate, reference in zip(self.sub, self.low, strict=True)]
+
+    @property
+    def share(self) -> float:
+        """The median round's share: one reference per round, measured next to it."""
+        return statistics.median(self.shares)
+
+    def describe(self) -> str:
+        rounds = len(self.low)
+        return (f"{self.share:.0%} of the low-level stream (rounds: "
+                + ", ".join(f"{share:.0%}" for share in self.shares)
+                + f"); median {statistics.median(self.sub):,.0f} events/s against"
+                f" {statistics.median(self.low):,.0f}; {len(self.commits) // rounds} commits a"
+                f" round, p50 {percentile(self.commits, 0.5):.1f} ms, p99"
+                f" {percentile(self.commits, 0.99):.1f} ms; workers' CPU per 1M events"
+                f" {statistics.median(self.sub_cpu):.2f} s (low-level"
+                f" {statistics.median(self.low_cpu):.2f} s)")
+
+
 def throughput_rounds(port: int, base_url: str, name: str, count: int, window: int,
-                      rounds: int) -> str:
-    """``rounds`` paired runs of the low-level stream and the subscription stream over
-    the same events: the median share and each round's, the median rates, the commits'
-    latencies over all rounds and the workers' median CPU per 1M events."""
-    low, sub, shares, low_cpu, sub_cpu, commits = [], [], [], [], [], []
+                      rounds: int) -> PairedRounds:
+    """``rounds`` paired runs of the low-level stream and the subscription stream."""
+    low, sub, low_cpu, sub_cpu, commits = [], [], [], [], []
     for _ in range(rounds):
         reference, cpu = with_workers_cpu(port, partial(low_level_throughput, port, name, count))
         low.append(reference)
@@ -242,16 +274,8 @@ def throughput_rounds(port: int, base_url: str, name: str, count: int, window: i
             subscription_throughput, port, base_url, name, count, window))
         sub.append(rate)
         sub_cpu.append(cpu * 1e6 / count)
-        shares.append(rate / reference)
         commits += latencies
-    commits.sort()
-    return (f"{statistics.median(shares):.0%} of the low-level stream (rounds: "
-            + ", ".join(f"{share:.0%}" for share in shares)
-            + f"); median {statistics.median(sub):,.0f} events/s against"
-            f" {statistics.median(low):,.0f}; {len(commits) // rounds} commits a round, p50"
-            f" {percentile(commits, 0.5):.1f} ms, p99 {percentile(commits, 0.99):.1f} ms;"
-            f" workers' CPU per 1M events {statistics.median(sub_cpu):.2f} s (low-level"
-            f" {statistics.median(low_cpu):.2f} s)")
+    return PairedRounds(low, sub, low_cpu, sub_cpu, sorted(commits))
 
 
 def line_throughput(port: int, base_url: str, name: str, count: int) -> float:
@@ -478,7 +502,8 @@ def measure_engines(args: argparse.Namespace, settings: Settings, port: int,
         for window in windows:
             print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
                   f" max_uncommitted_events {window}: "
-                  + throughput_rounds(port, base_url, name, args.events, window, args.rounds),
+                  + throughput_rounds(port, base_url, name, args.events, window,
+                                    args.rounds).describe(),
                   flush=True)
         rate = line_throughput(port, base_url, name, args.events)
         print(f"{engine:9} subscription stream, batch_limit 1, no commit needed"
