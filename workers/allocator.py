@@ -8,8 +8,8 @@ free. It raises both thresholds when it sees bigger blocks freed, but a stream's
 cycle (a read of a few MB, the chunks' bytes and lines of ~250 KB each, all freed
 before the next read) keeps crossing them, so most of those blocks came as fresh
 pages that the kernel faults in and zeroes: one stream of 1M events from begin
-cost its worker 0.46-0.53 s of CPU, and 0.28-0.32 s with these settings (1.6-1.8M
-against 2.4-2.7M events/s). The cost is memory kept rather than returned: up to
+cost its worker 0.46-0.53 s of CPU, and 0.31-0.34 s with these settings (1.6-1.8M
+against 2.1-2.3M events/s). The cost is memory kept rather than returned: up to
 ``TRIM_THRESHOLD`` free at the top of a worker's heap. It imports nothing, so the
 pipeline, which imports nothing of the broker, can use it.
 """
