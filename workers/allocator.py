@@ -17,6 +17,7 @@ pipeline, which imports nothing of the broker, can use it.
 from __future__ import annotations
 
 import ctypes
+import functools
 
 M_TRIM_THRESHOLD = -1  # mallopt parameters, from glibc's malloc.h
 M_MMAP_THRESHOLD = -3
@@ -27,9 +28,11 @@ TRIM_THRESHOLD = 32 * 1024 * 1024
 """Free memory at the heap's top kept for the next blocks rather than given back."""
 
 
+@functools.cache
 def keep_large_blocks() -> bool:
-    """Apply the thresholds to this process (and the processes it forks from now on);
-    False where the C library is not glibc, which is then left as it is."""
+    """Apply the thresholds to this process (and the processes it forks from now on),
+    once: callers may call it before each piece of work. False where the C library
+    is not glibc, which is then left as it is."""
     mallopt = getattr(ctypes.CDLL(None), "mallopt", None)
     if mallopt is None:
         return False

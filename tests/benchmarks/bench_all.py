@@ -181,9 +181,9 @@ def stream_figures(run: Run) -> None:
             paired = bench_subscription.throughput_rounds(
                 run.port, run.base_url, name, sub_count, window, run.args.pairs)
             run.record(f"{engine} subscription stream, max_uncommitted_events {window}", "70%",
-                       f"{events_per_s(statistics.median(paired.sub))} commit p99 "
+                       f"{events_per_s(paired.rate)} commit p99 "
                        f"{percentile(paired.commits, 0.99):.0f}ms",
-                       f"low-level stream batch 100 {events_per_s(statistics.median(paired.low))}",
+                       f"low-level stream batch 100 {events_per_s(paired.reference)}",
                        f"{paired.share:.0%}")
 
         fresh = create_event_type(run.base_url) if engine == "postgres" else kafka_type(run)

@@ -250,12 +250,22 @@ class PairedRounds:
         """The median round's share: one reference per round, measured next to it."""
         return statistics.median(self.shares)
 
+    @property
+    def rate(self) -> float:
+        """The subscription stream's median events/s."""
+        return statistics.median(self.sub)
+
+    @property
+    def reference(self) -> float:
+        """The low-level stream's median events/s."""
+        return statistics.median(self.low)
+
     def describe(self) -> str:
         rounds = len(self.low)
         return (f"{self.share:.0%} of the low-level stream (rounds: "
                 + ", ".join(f"{share:.0%}" for share in self.shares)
-                + f"); median {statistics.median(self.sub):,.0f} events/s against"
-                f" {statistics.median(self.low):,.0f}; {len(self.commits) // rounds} commits a"
+                + f"); median {self.rate:,.0f} events/s against"
+                f" {self.reference:,.0f}; {len(self.commits) // rounds} commits a"
                 f" round, p50 {percentile(self.commits, 0.5):.1f} ms, p99"
                 f" {percentile(self.commits, 0.99):.1f} ms; workers' CPU per 1M events"
                 f" {statistics.median(self.sub_cpu):.2f} s (low-level"
