@@ -19,7 +19,7 @@ from app.domain.timeline import Timeline, Timelines
 from app.storage.engine import count_events, stored_events
 from app.streaming.limits import StreamLimits
 from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
-from app.subscriptions.readers import MAX_INBOX_EVENTS, MAX_POLL_EVENTS
+from app.subscriptions.readers import FIRST_POLL_EVENTS, MAX_INBOX_EVENTS, MAX_POLL_EVENTS
 from app.subscriptions.stream import SubscriptionStream
 from app.subscriptions.stream_options import Phase, StreamRefused, SubscriptionStreamParams
 from tests.helpers.waiting import wait_until
@@ -311,6 +311,30 @@ def test_a_stream_sends_what_was_read_before_its_reader_reads_on(
     try:
         client.events_batch()
         assert sum(read) < MAX_INBOX_EVENTS  # one poll, not as far as the inbox may hold
+    finally:
+        client.close()
+
+
+def test_a_stream_s_first_events_wait_for_a_small_read(
+        zookeeper, engine, topic, timeline, subscription, monkeypatch):
+    """Over a backlog the first batch waits for the readers' first poll: it asks for
+    ``FIRST_POLL_EVENTS`` at most, and only the polls after it for up to
+    ``MAX_POLL_EVENTS``."""
+    count = 3 * MAX_POLL_EVENTS
+    append(engine, topic, 0, count)
+    asked: list[int] = []
+
+    def record_asked(reader):
+        poll = reader.poll
+        reader.poll = lambda max_events, timeout: asked.append(max_events) or poll(
+            max_events, timeout)
+    on_every_reader(monkeypatch, engine, record_asked)
+    client = open_stream(zookeeper, engine, subscription, timeline, batch_limit=100,
+                         stream_limit=count, max_uncommitted_events=count)
+    try:
+        client.events_batch()
+        wait_until(lambda: len(asked) >= 2)
+        assert asked[0] <= FIRST_POLL_EVENTS < max(asked)
     finally:
         client.close()
 
