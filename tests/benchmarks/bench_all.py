@@ -179,7 +179,8 @@ def stream_figures(run: Run) -> None:
                                    run.args.warm_up)
         for window in windows:
             paired = bench_subscription.throughput_rounds(
-                run.port, run.base_url, name, sub_count, window, run.args.pairs)
+                run.port, run.base_url, name, sub_count, window, run.args.pairs,
+                run.env["NAKADI_ZOOKEEPER"])
             run.record(f"{engine} subscription stream, max_uncommitted_events {window}", "70%",
                        f"{events_per_s(paired.rate)} commit p99 "
                        f"{percentile(paired.commits, 0.99):.0f}ms",

@@ -45,7 +45,7 @@ from pathlib import Path
 
 import requests
 
-from tests.benchmarks.harness import running_broker, set_default_storage
+from tests.benchmarks.harness import process_cpu_s, running_broker, set_default_storage
 from tests.helpers.tokeninfo import SERVICES, TokenInfoStub
 
 BENCH_TOKEN = "bench-token"
@@ -167,17 +167,15 @@ def paced(host: str, port: int, path: str, body: bytes, rate: float, seconds: fl
 def workers_cpu_s(port: int) -> float:
     """CPU seconds used so far by the gunicorn workers serving ``port`` (from /proc):
     unlike throughput, hardly moved by other load on the machine."""
-    tick = os.sysconf("SC_CLK_TCK")
     total = 0.0
     for proc in Path("/proc").iterdir():
         try:
             if b"app.wsgi:app" not in (proc / "cmdline").read_bytes() or \
                     f"NAKADI_BIND=127.0.0.1:{port}".encode() not in (proc / "environ").read_bytes():
                 continue
-            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            total += process_cpu_s(proc)
         except OSError:
             continue
-        total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
     return total
 
 

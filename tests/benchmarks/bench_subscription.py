@@ -14,8 +14,9 @@ For each engine it prints:
   way; batches that arrived during a commit are committed together by their
   newest cursor per partition); each run paired with one of the low-level
   stream over the same events with the same batch_limit, ``--rounds`` times:
-  the median share and each round's, the commits' p50/p99 latency, and the
-  gunicorn workers' CPU seconds per million events for each stream. Like the
+  the median share and each round's, the commits' p50/p99 latency, the
+  gunicorn workers' CPU seconds per million events for each stream, and
+  ZooKeeper's for the subscription stream when it runs on this machine. Like the
   low-level stream's client, the subscription's leaves the events unparsed: it
   finds each line's end and reads the cursor at its start (to commit it), and
   counts the events from the last cursors;
@@ -30,7 +31,8 @@ For each engine it prints:
   event, then as many moving 8 partitions each: commits/s, p50/p99 latency and
   the workers' CPU per commit (the request, ZooKeeper's round trip and watch,
   and the stream's wake-up), which sets how much a stream that commits often
-  pays on top of the low-level stream;
+  pays on top of the low-level stream, and ZooKeeper's own CPU per commit when
+  it runs on this machine (it shares the cores with the workers here);
 - latency: single events published over HTTP at ``--rate`` events/s to a
   subscription stream with batch_limit 1 whose client commits the same way;
   p50/p99 from the publish to the arrival of the event;
@@ -80,6 +82,7 @@ from tests.benchmarks.harness import (
     set_default_storage,
     start_server,
     stop_server,
+    zookeeper_cpu_s,
 )
 from tests.benchmarks.idle_streams import idle_streams
 
@@ -188,11 +191,22 @@ def low_level_throughput(port: int, name: str, count: int) -> float:
     return stream_throughput(port, name, count, batch_limit=100, partitions=PARTITIONS)[0]
 
 
-def with_workers_cpu(port: int, measure: Callable[[], T]) -> tuple[T, float]:
-    """What ``measure`` returns, and the workers' CPU seconds while it ran."""
-    before = workers_cpu_s(port)
+@dataclass(frozen=True)
+class CpuSpent:
+    """CPU seconds spent while a measurement ran."""
+
+    workers: float
+    zookeeper: float | None  # None: ZooKeeper runs on another machine
+
+
+def with_cpu(port: int, zookeeper: str, measure: Callable[[], T]) -> tuple[T, CpuSpent]:
+    """What ``measure`` returns, and the CPU the workers and ZooKeeper spent meanwhile."""
+    workers, zookeeper_s = workers_cpu_s(port), zookeeper_cpu_s(zookeeper)
     result = measure()
-    return result, workers_cpu_s(port) - before
+    zookeeper_after = zookeeper_cpu_s(zookeeper)
+    return result, CpuSpent(workers_cpu_s(port) - workers,
+                            None if zookeeper_s is None or zookeeper_after is None
+                            else zookeeper_after - zookeeper_s)
 
 
 def subscription_throughput(port: int, base_url: str, name: str, count: int,
@@ -240,6 +254,7 @@ class PairedRounds:
     low_cpu: list[float]
     sub_cpu: list[float]
     commits: list[float]
+    sub_zookeeper_cpu: list[float]  # empty when ZooKeeper runs elsewhere
 
     @property
     def shares(self) -> list[float]:
@@ -269,23 +284,28 @@ class PairedRounds:
                 f" round, p50 {percentile(self.commits, 0.5):.1f} ms, p99"
                 f" {percentile(self.commits, 0.99):.1f} ms; workers' CPU per 1M events"
                 f" {statistics.median(self.sub_cpu):.2f} s (low-level"
-                f" {statistics.median(self.low_cpu):.2f} s)")
+                f" {statistics.median(self.low_cpu):.2f} s)"
+                + (f", ZooKeeper's {statistics.median(self.sub_zookeeper_cpu):.2f} s"
+                   if self.sub_zookeeper_cpu else ""))
 
 
 def throughput_rounds(port: int, base_url: str, name: str, count: int, window: int,
-                      rounds: int) -> PairedRounds:
+                      rounds: int, zookeeper: str) -> PairedRounds:
     """``rounds`` paired runs of the low-level stream and the subscription stream."""
-    low, sub, low_cpu, sub_cpu, commits = [], [], [], [], []
+    low, sub, low_cpu, sub_cpu, commits, sub_zookeeper_cpu = [], [], [], [], [], []
     for _ in range(rounds):
-        reference, cpu = with_workers_cpu(port, partial(low_level_throughput, port, name, count))
+        reference, cpu = with_cpu(port, zookeeper,
+                                  partial(low_level_throughput, port, name, count))
         low.append(reference)
-        low_cpu.append(cpu * 1e6 / count)
-        (rate, latencies), cpu = with_workers_cpu(port, partial(
+        low_cpu.append(cpu.workers * 1e6 / count)
+        (rate, latencies), cpu = with_cpu(port, zookeeper, partial(
             subscription_throughput, port, base_url, name, count, window))
         sub.append(rate)
-        sub_cpu.append(cpu * 1e6 / count)
+        sub_cpu.append(cpu.workers * 1e6 / count)
+        if cpu.zookeeper is not None:
+            sub_zookeeper_cpu.append(cpu.zookeeper * 1e6 / count)
         commits += latencies
-    return PairedRounds(low, sub, low_cpu, sub_cpu, sorted(commits))
+    return PairedRounds(low, sub, low_cpu, sub_cpu, sorted(commits), sub_zookeeper_cpu)
 
 
 def line_throughput(port: int, base_url: str, name: str, count: int) -> float:
@@ -300,13 +320,21 @@ def line_throughput(port: int, base_url: str, name: str, count: int) -> float:
     return count / elapsed
 
 
-def commit_cost(port: int, base_url: str, name: str, count: int, width: int
-                ) -> tuple[float, list[float], float]:
-    """Commits/s, the latencies (ms) and the workers' CPU ms per commit of
-    ``count`` commits sent one after another, each one event further in ``width``
-    partitions of a new subscription's stream over ``name``, whose partitions hold
-    ``count`` events each or more (batch_limit 1; the stream has sent them all
-    before the first commit, so a commit costs no streaming)."""
+@dataclass(frozen=True)
+class CommitCost:
+    per_s: float
+    latencies: list[float]  # ms
+    workers_ms: float  # CPU per commit
+    zookeeper_ms: float | None  # CPU per commit; None when ZooKeeper runs elsewhere
+
+
+def commit_cost(port: int, base_url: str, name: str, count: int, width: int,
+                zookeeper: str) -> CommitCost:
+    """Commits/s, the latencies and the CPU per commit of ``count`` commits sent one
+    after another, each one event further in ``width`` partitions of a new
+    subscription's stream over ``name``, whose partitions hold ``count`` events each
+    or more (batch_limit 1; the stream has sent them all before the first commit, so
+    a commit costs no streaming)."""
     client = SubscriptionClient(port, create_subscription(base_url, name), batch_limit=1,
                                 max_uncommitted_events=commit_cost_events(count))
     by_partition: dict[str, list[dict]] = {}
@@ -327,9 +355,10 @@ def commit_cost(port: int, base_url: str, name: str, count: int, width: int
             latencies.append((time.perf_counter() - sent) * 1000)
         return time.perf_counter() - started
 
-    elapsed, cpu_s = with_workers_cpu(port, commit_each)
+    elapsed, cpu = with_cpu(port, zookeeper, commit_each)
     client.close()
-    return count / elapsed, latencies, cpu_s * 1000 / count
+    return CommitCost(count / elapsed, latencies, cpu.workers * 1000 / count,
+                      None if cpu.zookeeper is None else cpu.zookeeper * 1000 / count)
 
 
 def commit_cost_events(count: int) -> int:
@@ -498,13 +527,15 @@ def measure_engines(args: argparse.Namespace, settings: Settings, port: int,
             commits_type = create_event_type(base_url)
             prepublish(settings, commits_type, engine, commit_cost_events(args.commits))
         for width in (1, PARTITIONS) if args.commits else ():
-            per_s, latencies, cpu_ms = commit_cost(port, base_url, commits_type,
-                                                  args.commits, width)
+            cost = commit_cost(port, base_url, commits_type, args.commits, width,
+                               settings.zookeeper)
+            zookeeper = ("" if cost.zookeeper_ms is None
+                         else f", ZooKeeper's {cost.zookeeper_ms:.2f} ms")
             print(f"{engine:9} {args.commits} commits of {width} partition(s) one after"
                   " another:"
-                  f" {per_s:,.0f}/s, p50 {percentile(latencies, 0.5):.1f} ms,"
-                  f" p99 {percentile(latencies, 0.99):.1f} ms;"
-                  f" workers' CPU {cpu_ms:.2f} ms per commit", flush=True)
+                  f" {cost.per_s:,.0f}/s, p50 {percentile(cost.latencies, 0.5):.1f} ms,"
+                  f" p99 {percentile(cost.latencies, 0.99):.1f} ms;"
+                  f" workers' CPU {cost.workers_ms:.2f} ms per commit{zookeeper}", flush=True)
         name = create_event_type(base_url)
         prepublish(settings, name, engine, args.events)
         windows = [int(window) for window in args.max_uncommitted.split(",")]
@@ -513,7 +544,7 @@ def measure_engines(args: argparse.Namespace, settings: Settings, port: int,
             print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
                   f" max_uncommitted_events {window}: "
                   + throughput_rounds(port, base_url, name, args.events, window,
-                                    args.rounds).describe(),
+                                      args.rounds, settings.zookeeper).describe(),
                   flush=True)
         rate = line_throughput(port, base_url, name, args.events)
         print(f"{engine:9} subscription stream, batch_limit 1, no commit needed"

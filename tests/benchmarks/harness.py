@@ -27,6 +27,32 @@ def percentile(values: list[float], share: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * share))] if ordered else 0.0
 
 
+def process_cpu_s(proc: Path) -> float:
+    """CPU seconds a process (a ``/proc/<pid>`` folder) used so far, user and system;
+    ``OSError`` when it is gone."""
+    fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def zookeeper_cpu_s(hosts: str) -> float | None:
+    """CPU seconds used so far by the ZooKeeper on this machine that serves the first
+    of ``hosts`` (matched by the ``clientPort`` of the configuration it was started
+    with); None when none does (it runs elsewhere)."""
+    port = hosts.split(",")[0].split("/")[0].rsplit(":", 1)[-1]
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+            if not any(b"org.apache.zookeeper" in arg for arg in args):
+                continue
+            config = next((arg for arg in reversed(args) if arg.endswith(b".cfg")), None)
+            if config is None or f"clientPort={port}\n" not in Path(config.decode()).read_text():
+                continue
+            return process_cpu_s(proc)
+        except OSError:
+            continue
+    return None
+
+
 def set_default_storage(database_url: str, storage_id: str) -> None:
     """New event types go to the default storage."""
     conn = psycopg2.connect(database_url)
