@@ -3,8 +3,8 @@
     python -m tests.benchmarks.bench_pipeline [--events 1000000] [--engine postgres]
                                               [--rounds 2] [--master local[*]]
 
-Pre-publishes ``--events`` ~200-byte order events into a 4-partition event
-type, then prints events/s of:
+Pre-publishes ``--events`` order events as publishing stores them (~400 bytes)
+into a 4-partition event type, then prints events/s of:
 - the broker's low-level stream (one stream over the 4 partitions, from begin);
 - Spark reading the same events from a local JSON Lines file into Parquet (the
   same columns), the ceiling the pipeline is compared with;
@@ -32,7 +32,6 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
 import requests
 
 from app.config import Settings
@@ -40,7 +39,7 @@ from app.repository.database import ConnectionPool, make_green
 from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
 from app.storage.engines import build_engine
-from tests.benchmarks.bench_publish import ORDER_SCHEMA, order_event
+from tests.benchmarks.bench_publish import ORDER_SCHEMA, stored_event
 from tests.benchmarks.bench_stream import stream_throughput
 from tests.benchmarks.harness import running_broker, set_default_storage, settle_writes
 
@@ -60,9 +59,9 @@ def create_event_type(base_url: str, name: str) -> None:
 
 def prepublish(settings: Settings, name: str, storage_id: str, count: int,
                jsonl: Path) -> None:
-    """``count`` distinct events straight into the topic, spread evenly over the
-    partitions, and the same events as a JSON Lines file, both written out to disk
-    (``settle_writes``)."""
+    """``count`` distinct events straight into the topic as publishing them would have
+    stored them (``stored_event``), spread evenly over the partitions, and the same
+    events as a JSON Lines file, both written out to disk (``settle_writes``)."""
     make_green()
     pool = ConnectionPool(settings.database_url, 4)
     timeline = event_type_with_timelines(pool, name)[1].active
@@ -73,7 +72,7 @@ def prepublish(settings: Settings, name: str, storage_id: str, count: int,
                 batch = {}
                 for p in range(PARTITIONS):
                     first = start + p * 1000
-                    batch[p] = [orjson.dumps(order_event(n))
+                    batch[p] = [stored_event(n, name, p)
                                 for n in range(first, min(first + 1000, count))]
                 batch = {p: payloads for p, payloads in batch.items() if payloads}
                 engine.append_many(timeline.topic, batch)

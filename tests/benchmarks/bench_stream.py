@@ -5,8 +5,8 @@
 
 For each engine it prints:
 - throughput: events/s and MB/s of one stream from ``begin`` over ``--events``
-  pre-published ~200-byte events with batch_limit=1000, then with batch_limit=1
-  (Nakadi's default: a line per event);
+  pre-published events as publishing stores them (~400 bytes, ~250 sent) with
+  batch_limit=1000, then with batch_limit=1 (Nakadi's default: a line per event);
 - latency: a producer posts single events over HTTP at ``--rate`` events/s
   while a stream with batch_limit=1 reads them; p50/p99/max from the moment
   the producer sent an event to the moment its batch arrived;
@@ -38,28 +38,29 @@ from app.repository.database import ConnectionPool, make_green
 from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
 from app.storage.engines import build_engine
-from tests.benchmarks.bench_publish import create_event_type, order_event
+from tests.benchmarks.bench_publish import create_event_type, order_event, stored_event
 from tests.benchmarks.harness import running_broker, set_default_storage, settle_writes
 from tests.benchmarks.idle_streams import idle_streams
 
 
 def prepublish(settings: Settings, name: str, storage_id: str, count: int) -> int:
-    """Append ``count`` events straight to the event type's topic, written out to disk
+    """Append ``count`` events straight to the event type's topic, as publishing them
+    would have stored them (``stored_event``), written out to disk
     (``settle_writes``); returns their bytes."""
     make_green()
     pool = ConnectionPool(settings.database_url, 4)
     timeline = event_type_with_timelines(pool, name)[1].active
     engine = build_engine(get_storage(pool, storage_id), pool)
-    payloads = [orjson.dumps(order_event(n)) for n in range(1000)]
+    payloads = {p: [stored_event(n, name, p) for n in range(1000)] for p in range(8)}
     try:
         for start in range(0, count, 8000):
-            engine.append_many(timeline.topic, {p: payloads for p in range(8)
+            engine.append_many(timeline.topic, {p: payloads[p] for p in range(8)
                                                 if start + p * 1000 < count})
     finally:
         engine.close()
         pool.close()
     settle_writes(settings.database_url)
-    return sum(len(p) for p in payloads) * count // 1000
+    return sum(len(payload) for payload in payloads[0]) * count // 1000
 
 
 def stream_throughput(port: int, name: str, count: int, batch_limit: int = 1000,

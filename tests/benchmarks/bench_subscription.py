@@ -7,8 +7,9 @@ measured in the same run (machines here vary up to 2x from one run to the next).
 
 For each engine it prints:
 - throughput: events/s of one subscription stream from ``begin`` over
-  ``--events`` pre-published ~200-byte events, for each ``--max-uncommitted``
-  (the stream pauses at that many uncommitted events, so its rate is at most
+  ``--events`` pre-published events as publishing stores them (~400 bytes), for
+  each ``--max-uncommitted`` (the stream pauses at that many uncommitted events,
+  so its rate is at most
   that window per commit round trip), batch_limit 100, the client committing
   every batch (from a second thread, so reading goes on while a commit is under
   way; batches that arrived during a commit are committed together by their

@@ -17,7 +17,7 @@ from confluent_kafka.admin import NewTopic
 
 from app.repository.database import make_green
 from app.storage.kafka.clients import Clients
-from tests.benchmarks.noop_app import stored_event
+from tests.benchmarks.bench_publish import stored_event
 
 PARTITIONS = 8
 

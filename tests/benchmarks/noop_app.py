@@ -16,12 +16,10 @@ from __future__ import annotations
 
 import runpy
 from collections.abc import Iterator
-from datetime import UTC, datetime
 
-import orjson
 from flask import Flask, Response, request
 
-from tests.benchmarks.bench_publish import order_event
+from tests.benchmarks.bench_publish import stored_event
 from tests.benchmarks.harness import ROOT
 
 # gunicorn reads the settings of this module: the broker's, minus its hooks.
@@ -31,16 +29,6 @@ globals().update({key: value for key, value in runpy.run_path(
     if not key.startswith("_") and key not in _BROKER_HOOKS})
 
 app = Flask(__name__)
-
-
-def stored_event(n: int) -> bytes:
-    """An order event as the broker stores it: enriched, with its partition."""
-    event = order_event(n)
-    event["metadata"].update({
-        "received_at": datetime.now(UTC).isoformat(timespec="milliseconds"),
-        "event_type": "bench.order-00000000", "version": "1.0.0",
-        "flow_id": "0123456789abcdef0123", "partition": str(n % 8)})
-    return orjson.dumps(event)
 
 
 def batch_lines(batch_limit: int, count: int) -> Iterator[bytes]:
