@@ -17,6 +17,17 @@ from tests.api.conftest import (  # noqa: F401
     server,
 )
 
+# A gunicorn with authentication on and its token-info service, shared with the API's
+# security tests (test_secured_broker).
+from tests.api.security.conftest import (  # noqa: F401
+    protected_event_types,
+    reset_security_settings,
+    secure_server,
+    secure_url,
+    token_info,
+    token_info_ca,
+)
+
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator:

@@ -275,7 +275,8 @@ def _failure(response: requests.Response, what: str, url: str) -> str:
         pass
     status = response.status_code
     if status in (401, 403):
-        advice = "give a valid token (token / token_file option)"
+        advice = ("give a valid token (token / token_file option)" if status == 401 else
+                  "use the token of a reader of the event type (token / token_file option)")
         return f"{url} refused {what} with {status}: {detail or advice}; {advice}"
     if status == 404 and what.startswith("event type"):
         return f"{what} does not exist at {url}"
