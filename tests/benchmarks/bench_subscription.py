@@ -9,17 +9,16 @@ For each engine it prints:
 - throughput: events/s of one subscription stream from ``begin`` over
   ``--events`` pre-published events as publishing stores them (~400 bytes), for
   each ``--max-uncommitted`` (the stream pauses at that many uncommitted events,
-  so its rate is at most
-  that window per commit round trip), batch_limit 100, the client committing
-  every batch (from a second thread, so reading goes on while a commit is under
-  way; batches that arrived during a commit are committed together by their
-  newest cursor per partition); each run paired with one of the low-level
-  stream over the same events with the same batch_limit, ``--rounds`` times:
-  the median share and each round's, the commits' p50/p99 latency, the
-  gunicorn workers' CPU seconds per million events for each stream, and
-  ZooKeeper's for the subscription stream when it runs on this machine. Like the
-  low-level stream's client, the subscription's leaves the events unparsed: it
-  finds each line's end and reads the cursor at its start (to commit it), and
+  so its rate is at most that window per commit round trip), batch_limit 100,
+  the client committing every batch (from a second thread, so reading goes on
+  while a commit is under way; batches that arrived during a commit are
+  committed together by their newest cursor per partition); each run paired with
+  one of the low-level stream over the same events with the same batch_limit,
+  ``--rounds`` times: the median share and each round's, the commits' p50/p99
+  latency, the gunicorn workers' CPU seconds per million events for each stream,
+  and ZooKeeper's for the subscription stream when it runs on this machine. Like
+  the low-level stream's client, the subscription's leaves the events unparsed:
+  it finds each line's end and reads the cursor at its start (to commit it), and
   counts the events from the last cursors;
 - lines: events/s of a subscription stream from ``begin`` over the same events
   with batch_limit 1 (Nakadi's default, a line per event) and a
