@@ -37,8 +37,8 @@ FIRST_POLL_EVENTS = 5_000
 partitions a rebalance gives it, wait for that read, and PostgreSQL reads 20,000
 events in ~10 ms, 5,000 in ~3 ms. The read-ahead takes over from the second poll."""
 MAX_INBOX_EVENTS = 25_000
-"""About 5 MB of ~200-byte events: more than a stream sends in a turn at a window of
-20,000 plus the read-ahead."""
+"""5-10 MB of events of 200-400 bytes as stored: more than a stream sends in a turn at a
+window of 20,000 plus the read-ahead."""
 
 log = logging.getLogger(__name__)
 

@@ -199,11 +199,16 @@ class CpuSpent:
     zookeeper: float | None  # None: ZooKeeper runs on another machine
 
 
-def with_cpu(port: int, zookeeper: str, measure: Callable[[], T]) -> tuple[T, CpuSpent]:
-    """What ``measure`` returns, and the CPU the workers and ZooKeeper spent meanwhile."""
-    workers, zookeeper_s = workers_cpu_s(port), zookeeper_cpu_s(zookeeper)
+def with_cpu(port: int, zookeeper: str | None, measure: Callable[[], T]
+             ) -> tuple[T, CpuSpent]:
+    """What ``measure`` returns, and the CPU the workers spent meanwhile and, when
+    ``zookeeper`` names its address, ZooKeeper."""
+    def zookeeper_now() -> float | None:
+        return None if zookeeper is None else zookeeper_cpu_s(zookeeper)
+
+    workers, zookeeper_s = workers_cpu_s(port), zookeeper_now()
     result = measure()
-    zookeeper_after = zookeeper_cpu_s(zookeeper)
+    zookeeper_after = zookeeper_now()
     return result, CpuSpent(workers_cpu_s(port) - workers,
                             None if zookeeper_s is None or zookeeper_after is None
                             else zookeeper_after - zookeeper_s)
@@ -294,8 +299,7 @@ def throughput_rounds(port: int, base_url: str, name: str, count: int, window: i
     """``rounds`` paired runs of the low-level stream and the subscription stream."""
     low, sub, low_cpu, sub_cpu, commits, sub_zookeeper_cpu = [], [], [], [], [], []
     for _ in range(rounds):
-        reference, cpu = with_cpu(port, zookeeper,
-                                  partial(low_level_throughput, port, name, count))
+        reference, cpu = with_cpu(port, None, partial(low_level_throughput, port, name, count))
         low.append(reference)
         low_cpu.append(cpu.workers * 1e6 / count)
         (rate, latencies), cpu = with_cpu(port, zookeeper, partial(
