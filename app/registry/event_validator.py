@@ -8,7 +8,7 @@ the few schemas jsonschema-rs cannot validate as jsonschema did are validated by
 from __future__ import annotations
 
 import copy
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import jsonschema_rs
@@ -248,6 +248,15 @@ class EventValidator:
                 return True
             return self._validator.is_valid(event)
         except (RecursionError, ValueError):  # ValueError: jsonschema-rs's recursion limit
+            return False
+
+    def all_valid(self, events: Iterable[Any]) -> bool:
+        """Whether every event is valid: a batch's usual answer, one native call per event.
+        False says only that `error_for` must look at each."""
+        check = self._quick.is_valid if self._quick is not None else self._validator.is_valid
+        try:
+            return all(check(event) for event in events)
+        except (RecursionError, ValueError):
             return False
 
     def error_for(self, event: Any) -> str | None:

@@ -122,6 +122,24 @@ def test_none_mode_refuses_undeclared_properties_naming_them(base_url, pool, eve
     assert all_stored(pool, name) == []
 
 
+def test_patterns_and_uuids_are_read_as_python_reads_them(base_url, pool, event_types):
+    """Valid batches first pass a native check that reads `\\w` as ASCII and `$` as the very
+    end; events it refuses are checked again, so what Python's regexes accept is stored."""
+    schema = {"properties": {"order_number": {"type": "string", "pattern": r"^\w+$"},
+                             "ref": {"type": "string", "format": "uuid"}}}
+    name = event_types(schema={"type": "json_schema", "schema": json.dumps(schema)})
+    sent = [business_event(0, order_number="Jose"), business_event(1, order_number="José"),
+            business_event(2, order_number="Jose\n", ref="D765DE34-09C0-4BBB-8B1E-7160A33A0791")]
+    assert post(base_url, name, sent).status_code == 200
+    assert sorted(e["order_number"] for e in all_stored(pool, name)) == ["Jose", "Jose\n", "José"]
+    braced = "{d765de34-09c0-4bbb-8b1e-7160a33a0791}"
+    response = post(base_url, name, [business_event(3, order_number="José"),
+                                     business_event(4, ref=braced)])
+    assert response.status_code == 422
+    assert [item["publishing_status"] for item in response.json()] == ["aborted", "failed"]
+    assert response.json()[1]["detail"] == f"#/ref: '{braced}' is not a 'uuid'"
+
+
 @pytest.mark.parametrize(("metadata", "detail"), [
     ({"eid": "not-a-uuid"}, "uuid"),
     ({"occurred_at": "yesterday"}, "date-time"),
