@@ -151,3 +151,12 @@ def test_a_pattern_the_walk_does_not_reach_keeps_python_semantics():
     validator = EventValidator(schema)
     assert validator.error_for({"a": "٣"}) == "#/a: '٣' does not match '^\\\\D$'"
     assert validator.error_for({"a": "x", "id": str(uuid.uuid4())}) is None
+
+
+def test_a_catastrophic_pattern_is_matched_natively_in_linear_time():
+    """`^(a+)+$` would backtrack for ages on 40 a's and a `!` in a backtracking engine."""
+    validator = EventValidator({"properties": {"s": {"type": "string", "pattern": "^(a+)+$"}}})
+    assert native_pattern("^(a+)+$") is not None
+    assert validator.error_for({"s": "a" * 40}) is None
+    assert validator.error_for({"s": "a" * 40 + "!"}) == \
+        f"#/s: '{'a' * 40}!' does not match '^(a+)+$'"
