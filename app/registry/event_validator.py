@@ -243,9 +243,12 @@ class EventValidator:
 
     def is_valid(self, event: Any) -> bool:
         """Whether `event` is valid, without building an error: one native call, usually."""
-        try:
+        try:  # the quick check's errors are the full check's to find again, or not
             if self._quick is not None and self._quick.is_valid(event):
                 return True
+        except (RecursionError, ValueError):
+            pass
+        try:
             return self._validator.is_valid(event)
         except (RecursionError, ValueError):  # ValueError: jsonschema-rs's recursion limit
             return False

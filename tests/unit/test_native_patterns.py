@@ -160,3 +160,15 @@ def test_a_catastrophic_pattern_is_matched_natively_in_linear_time():
     assert validator.error_for({"s": "a" * 40}) is None
     assert validator.error_for({"s": "a" * 40 + "!"}) == \
         f"#/s: '{'a' * 40}!' does not match '^(a+)+$'"
+
+
+def test_an_error_of_the_quick_check_leaves_the_answer_to_the_full_one():
+    class Failing:
+        def is_valid(self, event):
+            raise ValueError("the quick check failed")
+
+    validator = EventValidator(SCHEMA)
+    validator._quick = Failing()
+    assert validator.error_for({"name": "Jose"}) is None
+    assert validator.all_valid([{"name": "Jose"}]) is False  # only: look at each
+    assert validator.error_for({"name": "a b"}) == "#/name: 'a b' does not match '^\\\\w+$'"
