@@ -13,14 +13,15 @@ measuring functions: publishing at batch 1, 10, 100 and 1000 (``wrk``, 16
 connections), p99 at half the saturated rate of single-event requests, one
 low-level stream from ``begin``, a subscription stream committing every batch
 for each ``--max-uncommitted`` window (``--pairs`` runs, each next to a run of
-the low-level stream with the same batch_limit: the median pair's share) and
-publish-to-stream latency at a fixed rate.
+the low-level stream with the same batch_limit: the median pair's share),
+publish-to-stream latency at a fixed rate, and idle streams on one worker
+(``--idle-streams``; fewer on kafka, ``--idle-kafka-streams``).
 
 Each round measures everything once, ceilings right before the figures they
 bound; the summary shows every round, so the spread is visible. Machines here
 vary up to 2x between runs and other work competes for the 2 cores: read the
 shares, not the absolute figures. ``--quick``: one round, 3 s per measurement,
-200k events (about two minutes). Needs ``wrk``.
+200k events, 500 idle streams (50 on kafka; about three minutes). Needs ``wrk``.
 """
 
 from __future__ import annotations
@@ -40,9 +41,11 @@ from app.repository.event_types import event_type_with_timelines
 from tests.benchmarks import bench_stream, bench_subscription, ceilings
 from tests.benchmarks.bench_publish import create_event_type, order_event, paced, saturate
 from tests.benchmarks.harness import percentile, running_broker, set_default_storage, start_server
+from tests.benchmarks.idle_streams import idle_streams
 
 NOOP = ("python:tests.benchmarks.noop_app", "tests.benchmarks.noop_app:app")
 LATENCY_TARGET_MS = 25.0
+IDLE_STREAM_KB = 50
 
 
 @dataclass
@@ -195,6 +198,23 @@ def stream_figures(run: Run) -> None:
         run.record(f"{engine} publish -> stream p99", f"<{LATENCY_TARGET_MS:.0f}ms",
                    f"{latencies[int(len(latencies) * .99)]:.1f}ms at {run.args.rate:.0f} ev/s",
                    "", "")
+        idle_figure(run, engine)
+
+
+def idle_figure(run: Run, engine: str) -> None:
+    """Idle low-level streams on a one-worker server: memory each, keep-alives' lateness.
+    Fewer on kafka, where each stream has a librdkafka consumer (~600 KB, 4 threads)."""
+    count = run.args.idle_streams if engine == "postgres" else run.args.idle_kafka_streams
+    if not count:
+        return
+    set_default_storage(run.env["NAKADI_DATABASE_URL"], engine)
+    try:
+        idle = idle_streams(run.env, count, bench_stream.low_level_paths(count))
+    finally:
+        set_default_storage(run.env["NAKADI_DATABASE_URL"], "postgres")
+    run.record(f"{engine} idle streams on one worker", f"<{IDLE_STREAM_KB} KB each, on time",
+               f"{count}: {idle.kb_each:.0f} KB each, keep-alives late p99 "
+               f"{idle.late_p99_s * 1000:.0f}ms, max {idle.late_max_s * 1000:.0f}ms", "", "")
 
 
 def kafka_type(run: Run) -> str:
@@ -264,12 +284,17 @@ def main() -> None:
                              " each round (bench_subscription.warm_up)")
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--idle-streams", type=int, default=2000,
+                        help="idle low-level postgres streams on one worker, 0 to skip")
+    parser.add_argument("--idle-kafka-streams", type=int, default=200,
+                        help="the same on kafka, where each costs a consumer")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.events = 1, 3.0, 200_000
         args.subscription_events, args.latency_seconds = 100_000, 5.0
+        args.idle_streams, args.idle_kafka_streams = 500, 50
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
 
