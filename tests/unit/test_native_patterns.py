@@ -1,5 +1,6 @@
 """Patterns and uuids matched natively must never accept what Python's semantics refuse."""
 
+import json
 import random
 import re
 import uuid
@@ -7,7 +8,9 @@ import uuid
 import jsonschema_rs
 import pytest
 
+from app.domain.event_type import EventType, EventTypeSchema
 from app.registry import event_validator, formats
+from app.registry.effective_schema import effective_schema
 from app.registry.event_validator import EventValidator
 from app.registry.native_patterns import UUID_PATTERN, native_pattern
 
@@ -172,3 +175,26 @@ def test_an_error_of_the_quick_check_leaves_the_answer_to_the_full_one():
     assert validator.error_for({"name": "Jose"}) is None
     assert validator.all_valid([{"name": "Jose"}]) is False  # only: look at each
     assert validator.error_for({"name": "a b"}) == "#/name: 'a b' does not match '^\\\\w+$'"
+
+
+@pytest.mark.parametrize(("category", "mode"), [
+    ("business", "forward"), ("business", "compatible"), ("data", "none"),
+])
+def test_business_and_data_events_are_checked_without_calling_python(monkeypatch, category,
+                                                                     mode):
+    """Every business and data event carries `metadata.eid` (`format: uuid`)."""
+    calls = count_python_checks(monkeypatch)
+    order = {"type": "object", "properties": {"number": {"type": "string",
+                                                         "pattern": "^[0-9]{8}$"}}}
+    event_type = EventType("shop.order", "shop", category,
+                           EventTypeSchema("json_schema", json.dumps(order), "1.0.0"),
+                           compatibility_mode=mode)
+    validator = EventValidator(effective_schema(event_type))
+    metadata = {"eid": str(uuid.uuid4()), "occurred_at": "2026-11-27T02:00:00Z"}
+    order_event = {"number": "00000042"}
+    event = {"metadata": metadata, **order_event} if category == "business" else \
+        {"metadata": metadata, "data_type": "order", "data_op": "C", "data": order_event}
+    assert validator.error_for(event) is None
+    assert calls == []
+    metadata["eid"] = "not-a-uuid"
+    assert validator.error_for(event) == "#/metadata/eid: 'not-a-uuid' is not a 'uuid'"
