@@ -3,6 +3,8 @@
 Validation is draft 4 by jsonschema-rs (native, ~40 times faster than jsonschema), with
 jsonschema's regex dialect and formats, and answers in jsonschema's words (`native_errors`);
 the few schemas jsonschema-rs cannot validate as jsonschema did are validated by jsonschema.
+Valid events usually need one call of a quicker native validator (`_quick_validator`), where
+uuids and simple patterns are matched without calling back into Python.
 """
 
 from __future__ import annotations
