@@ -41,7 +41,6 @@ from app.repository.event_types import event_type_with_timelines
 from tests.benchmarks import bench_stream, bench_subscription, ceilings
 from tests.benchmarks.bench_publish import create_event_type, order_event, paced, saturate
 from tests.benchmarks.harness import percentile, running_broker, set_default_storage, start_server
-from tests.benchmarks.idle_streams import idle_streams
 
 NOOP = ("python:tests.benchmarks.noop_app", "tests.benchmarks.noop_app:app")
 LATENCY_TARGET_MS = 25.0
@@ -207,11 +206,7 @@ def idle_figure(run: Run, engine: str) -> None:
     count = run.args.idle_streams if engine == "postgres" else run.args.idle_kafka_streams
     if not count:
         return
-    set_default_storage(run.env["NAKADI_DATABASE_URL"], engine)
-    try:
-        idle = idle_streams(run.env, count, bench_stream.low_level_paths(count))
-    finally:
-        set_default_storage(run.env["NAKADI_DATABASE_URL"], "postgres")
+    idle = bench_stream.idle_low_level_streams(run.env, engine, count)
     run.record(f"{engine} idle streams on one worker", f"<{IDLE_STREAM_KB} KB each, on time",
                f"{count}: {idle.kb_each:.0f} KB each, keep-alives late p99 "
                f"{idle.late_p99_s * 1000:.0f}ms, max {idle.late_max_s * 1000:.0f}ms", "", "")

@@ -40,7 +40,7 @@ from app.repository.storages import get_storage
 from app.storage.engines import build_engine
 from tests.benchmarks.bench_publish import create_event_type, order_event, stored_event
 from tests.benchmarks.harness import running_broker, set_default_storage, settle_writes
-from tests.benchmarks.idle_streams import idle_streams
+from tests.benchmarks.idle_streams import IdleStreams, idle_streams
 
 
 def prepublish(settings: Settings, name: str, storage_id: str, count: int) -> int:
@@ -168,9 +168,18 @@ def main() -> None:
                   f" p99 {latencies[int(len(latencies) * 0.99)]:.1f} ms,"
                   f" max {latencies[-1]:.1f} ms ({len(latencies)} events)", flush=True)
         if args.idle_streams:
-            set_default_storage(settings.database_url, args.engines.split(",")[0])
-            idle = idle_streams(env, args.idle_streams, low_level_paths(args.idle_streams))
+            idle = idle_low_level_streams(env, args.engines.split(",")[0], args.idle_streams)
             print(idle.describe(args.idle_streams, "low-level streams"), flush=True)
+
+
+def idle_low_level_streams(env: dict[str, str], engine: str, count: int) -> IdleStreams:
+    """``idle_streams`` of ``count`` low-level streams of event types on ``engine``; new
+    event types go to postgres again afterwards."""
+    set_default_storage(env["NAKADI_DATABASE_URL"], engine)
+    try:
+        return idle_streams(env, count, low_level_paths(count))
+    finally:
+        set_default_storage(env["NAKADI_DATABASE_URL"], "postgres")
 
 
 def low_level_paths(count: int) -> Callable[[str], list[str]]:
