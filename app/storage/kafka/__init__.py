@@ -19,6 +19,7 @@ The modules, one job each:
 - ``topics``: creating and deleting topics, partition counts from metadata
 - ``producer``: appends, one idempotent producer and its delivery-report thread
 - ``reader``: ``KafkaStreamReader``, a consumer over several partitions
+- ``idle``: ``IdleReaders``, where readers without events wait without a consumer
 - ``bounds``: the oldest and newest offset of each partition
 """
 

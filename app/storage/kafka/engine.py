@@ -6,14 +6,15 @@ import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StorageUnavailable
 from app.storage.kafka.availability import BrokerAvailability
 from app.storage.kafka.bounds import listed_bounds, listed_offsets, partition_bounds
 from app.storage.kafka.clients import KAFKA, STREAM_FETCH_WAIT_MS, Clients
+from app.storage.kafka.idle import CHECK_INTERVAL_S, IdleReaders
 from app.storage.kafka.producer import Appender
-from app.storage.kafka.reader import KafkaStreamReader
+from app.storage.kafka.reader import IDLE_AFTER_S, KafkaStreamReader
 from app.storage.kafka.threads import BlockingCalls
 from app.storage.kafka.topics import Topics
 
@@ -40,7 +41,10 @@ class KafkaEngine(StorageEngine):
     (Apache Kafka does), so ``bounds`` asks ListOffsets alone; otherwise each call
     also makes a consumer and fetches every partition's newest records, whose high
     watermark is the end (see ``bounds``). ``create_topic`` of an existing topic
-    raises ``StorageError``.
+    raises ``StorageError``. A stream reader that found nothing for ``idle_reader_s``
+    gives its consumer up until ListOffsets, asked every ``idle_check_s``, shows
+    events past its position; one that starts at the ends ``bounds`` last found
+    starts that way.
 
     Clients and threads start on first use, so an engine built before gunicorn
     forks is still safe to use in the workers."""
@@ -56,6 +60,8 @@ class KafkaEngine(StorageEngine):
         max_threads: int = DEFAULT_MAX_THREADS,
         stream_fetch_wait_ms: int = STREAM_FETCH_WAIT_MS,
         exact_list_offsets: bool = False,
+        idle_reader_s: float = IDLE_AFTER_S,
+        idle_check_s: float = CHECK_INTERVAL_S,
     ) -> None:
         self._timeout = timeout
         self._exact_list_offsets = exact_list_offsets
@@ -66,6 +72,9 @@ class KafkaEngine(StorageEngine):
         self._appender = Appender(self._clients, self._threads, timeout)
         self._availability = BrokerAvailability(self._topics, self._threads)
         self._readers: set[KafkaStreamReader] = set()
+        self._idle = IdleReaders(self._topics, self._threads, idle_check_s)
+        self._idle_reader_s = idle_reader_s
+        self._ends: dict[str, dict[int, int]] = {}  # per topic, the ends bounds last found
 
     # -- topics ---------------------------------------------------------------
 
@@ -77,6 +86,7 @@ class KafkaEngine(StorageEngine):
         # Tansu had just deleted: stop this engine's readers of the topic first.
         for reader in [reader for reader in self._readers if reader.topic == topic]:
             reader.topic_deleted()
+        self._ends.pop(topic, None)
         self._topics.delete(topic)
 
     # -- writing --------------------------------------------------------------
@@ -110,21 +120,32 @@ class KafkaEngine(StorageEngine):
         self._availability.raise_if_down()
         for partition in positions:
             self._topics.check_partition(topic, partition)
-        assignment = [TopicPartition(topic, p, after + 1) for p, after in positions.items()]
-        consumer = self._threads.run(
-            topic, self._clients.consumer, assignment, self._stream_fetch_wait_ms)
+        following = {partition: after + 1 for partition, after in positions.items()}
+        ends = self._ends.get(topic, {})
+        consumer = None
+        if any(ends.get(partition) != at for partition, at in following.items()):
+            consumer = self._threads.run(topic, self._open_consumer, topic, following)
         reader = KafkaStreamReader(
-            self._threads, consumer, topic, positions, self._readers.discard,
-            self._availability.raise_if_down)
+            self._threads, lambda at: self._open_consumer(topic, at), consumer, topic,
+            positions, self._idle, self._readers.discard, self._availability.raise_if_down,
+            self._idle_reader_s)
         self._readers.add(reader)
         return reader
 
+    def _open_consumer(self, topic: str, following: Mapping[int, int]) -> Consumer:
+        """A stream consumer of the partitions from the given offsets (blocking)."""
+        assignment = [TopicPartition(topic, p, at) for p, at in following.items()]
+        return self._clients.consumer(assignment, self._stream_fetch_wait_ms)
+
     def bounds(self, topic: str) -> list[PartitionBounds]:
         if self._exact_list_offsets:
-            return self._offsets_call(
+            found = self._offsets_call(
                 topic, lambda partitions: listed_bounds(self._topics, topic, partitions))
-        return self._offsets_call(topic, lambda partitions: partition_bounds(
-            self._clients, self._topics, topic, partitions, self._timeout))
+        else:
+            found = self._offsets_call(topic, lambda partitions: partition_bounds(
+                self._clients, self._topics, topic, partitions, self._timeout))
+        self._ends[topic] = {available.partition: available.newest + 1 for available in found}
+        return found
 
     def newest_at_least(self, topic: str) -> dict[int, int]:
         """From ListOffsets alone, on the engine's admin client: ~0.5 ms, where
@@ -164,6 +185,7 @@ class KafkaEngine(StorageEngine):
             return
         for reader in list(self._readers):
             reader.close()
+        self._idle.close()
         self._threads.shut()
         self._appender.close()
         self._threads.join()

@@ -3,6 +3,8 @@ count, asked from metadata once and remembered."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
@@ -105,6 +107,21 @@ class Topics:
             for futures in answers
         )
         return oldest, end
+
+    def latest_offsets(self, partitions: Iterable[tuple[str, int]], timeout: float
+                       ) -> dict[tuple[str, int], int | Exception]:
+        """The end ListOffsets reports for each (topic, partition), of any topics, in one
+        request (blocking); a partition that got no answer maps to its exception."""
+        futures = self._admin().list_offsets(
+            {TopicPartition(topic, p): OffsetSpec.latest() for topic, p in partitions},
+            request_timeout=timeout)
+        ends: dict[tuple[str, int], int | Exception] = {}
+        for asked, future in futures.items():
+            try:
+                ends[asked.topic, asked.partition] = future.result().offset
+            except Exception as error:
+                ends[asked.topic, asked.partition] = error
+        return ends
 
     def _admin(self) -> AdminClient:
         self._threads.ensure_running()
