@@ -15,6 +15,7 @@ from app.storage.kafka.clients import KAFKA, STREAM_FETCH_WAIT_MS, Clients
 from app.storage.kafka.idle import CHECK_INTERVAL_S, IdleReaders
 from app.storage.kafka.producer import Appender
 from app.storage.kafka.reader import IDLE_AFTER_S, KafkaStreamReader
+from app.storage.kafka.shared_calls import SharedCalls
 from app.storage.kafka.threads import BlockingCalls
 from app.storage.kafka.topics import Topics
 
@@ -75,6 +76,7 @@ class KafkaEngine(StorageEngine):
         self._idle = IdleReaders(self._topics, self._threads, idle_check_s)
         self._idle_reader_s = idle_reader_s
         self._ends: dict[str, dict[int, int]] = {}  # per topic, the ends bounds last found
+        self._bounds_calls: SharedCalls[str, list[PartitionBounds]] = SharedCalls()
 
     # -- topics ---------------------------------------------------------------
 
@@ -138,6 +140,10 @@ class KafkaEngine(StorageEngine):
         return self._clients.consumer(assignment, self._stream_fetch_wait_ms)
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
+        """Callers for one topic at once share a call (see ``SharedCalls``)."""
+        return self._bounds_calls.call(topic, lambda: self._bounds(topic))
+
+    def _bounds(self, topic: str) -> list[PartitionBounds]:
         if self._exact_list_offsets:
             found = self._offsets_call(
                 topic, lambda partitions: listed_bounds(self._topics, topic, partitions))

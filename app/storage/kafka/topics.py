@@ -3,13 +3,14 @@ count, asked from metadata once and remembered."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec, TopicMetadata
 
 from app.storage.engine import StorageError, TopicNotFound
 from app.storage.kafka.clients import MAX_MESSAGE_BYTES, Clients, kafka_error, storage_error
+from app.storage.kafka.shared_calls import SharedCalls
 from app.storage.kafka.threads import BlockingCalls
 
 CHECK_TIMEOUT_S = 3.0
@@ -25,6 +26,7 @@ class Topics:
         self._timeout = timeout
         self._admin_client: AdminClient | None = None
         self._partitions: dict[str, int] = {}
+        self._fresh: SharedCalls[None, dict[str, TopicMetadata]] = SharedCalls()
 
     def create(self, topic: str, partitions: int, retention_ms: int) -> None:
         """Create the topic; ``StorageError`` if it exists already."""
@@ -68,9 +70,12 @@ class Topics:
 
     def raise_if_gone(self, topic: str) -> None:
         """Raise ``TopicNotFound`` if the topic is gone (another process may have
-        deleted it), asking the broker instead of the cache."""
+        deleted it), asking the broker instead of the cache. Callers at once share
+        a metadata request (it tells of every topic)."""
         self._partitions.pop(topic, None)
-        self.partition_count(topic)
+        found = self._fresh.call(None, lambda: self._threads.run(
+            "the kafka broker", lambda: self._admin().list_topics(timeout=self._timeout).topics))
+        self._remember(found, topic)
 
     def check(self, timeout: float = CHECK_TIMEOUT_S) -> None:
         """Raise ``StorageError`` when the broker does not answer within ``timeout``."""
@@ -86,7 +91,11 @@ class Topics:
 
         Asks for all topics: a metadata request naming a topic lets a broker that
         auto-creates topics create it again right after it was deleted (Tansu does)."""
-        found = self._admin().list_topics(timeout=self._timeout).topics.get(topic)
+        return self._remember(self._admin().list_topics(timeout=self._timeout).topics, topic)
+
+    def _remember(self, metadata: Mapping[str, TopicMetadata], topic: str) -> int:
+        """The topic's partition count in the metadata of all topics, remembered."""
+        found = metadata.get(topic)
         if found is None:
             raise TopicNotFound(f"{topic}: the topic does not exist")
         if found.error is not None:
