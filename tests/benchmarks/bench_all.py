@@ -15,13 +15,13 @@ low-level stream from ``begin``, a subscription stream committing every batch
 for each ``--max-uncommitted`` window (``--pairs`` runs, each next to a run of
 the low-level stream with the same batch_limit: the median pair's share),
 publish-to-stream latency at a fixed rate, and idle streams on one worker
-(``--idle-streams``; fewer on kafka, ``--idle-kafka-streams``).
+(``--idle-streams``).
 
 Each round measures everything once, ceilings right before the figures they
 bound; the summary shows every round, so the spread is visible. Machines here
 vary up to 2x between runs and other work competes for the 2 cores: read the
 shares, not the absolute figures. ``--quick``: one round, 3 s per measurement,
-200k events, 500 idle streams (50 on kafka; about three minutes). Needs ``wrk``.
+200k events, 500 idle streams (about three minutes). Needs ``wrk``.
 """
 
 from __future__ import annotations
@@ -201,9 +201,8 @@ def stream_figures(run: Run) -> None:
 
 
 def idle_figure(run: Run, engine: str) -> None:
-    """Idle low-level streams on a one-worker server: memory each, keep-alives' lateness.
-    Fewer on kafka, where each stream has a librdkafka consumer (~600 KB, 4 threads)."""
-    count = run.args.idle_streams if engine == "postgres" else run.args.idle_kafka_streams
+    """Idle low-level streams on a one-worker server: memory each, keep-alives' lateness."""
+    count = run.args.idle_streams
     if not count:
         return
     idle = bench_stream.idle_low_level_streams(run.env, engine, count)
@@ -280,16 +279,14 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--idle-streams", type=int, default=2000,
-                        help="idle low-level postgres streams on one worker, 0 to skip")
-    parser.add_argument("--idle-kafka-streams", type=int, default=200,
-                        help="the same on kafka, where each costs a consumer")
+                        help="idle low-level streams on one worker, 0 to skip")
     parser.add_argument("--workers", type=int, default=2, help="gunicorn workers")
     parser.add_argument("--connections", type=int, default=16, help="wrk connections")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.seconds, args.events = 1, 3.0, 200_000
         args.subscription_events, args.latency_seconds = 100_000, 5.0
-        args.idle_streams, args.idle_kafka_streams = 500, 50
+        args.idle_streams = 500
     if shutil.which("wrk") is None:
         sys.exit("wrk is not installed: apt-get install wrk")
 
