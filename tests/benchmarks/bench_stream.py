@@ -38,8 +38,18 @@ from app.repository.database import ConnectionPool, make_green
 from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
 from app.storage.engines import build_engine
-from tests.benchmarks.bench_publish import create_event_type, order_event, stored_event
-from tests.benchmarks.harness import running_broker, set_default_storage, settle_writes
+from tests.benchmarks.bench_publish import (
+    AUTH_HEADERS,
+    create_event_type,
+    order_event,
+    stored_event,
+)
+from tests.benchmarks.harness import (
+    delete_event_types,
+    running_broker,
+    set_default_storage,
+    settle_writes,
+)
 from tests.benchmarks.idle_streams import IdleStreams, idle_streams
 
 
@@ -176,20 +186,24 @@ def idle_low_level_streams(env: dict[str, str], engine: str, count: int) -> Idle
     """``idle_streams`` of ``count`` low-level streams of event types on ``engine``; new
     event types go to postgres again afterwards."""
     set_default_storage(env["NAKADI_DATABASE_URL"], engine)
+    names: list[str] = []
     try:
-        return idle_streams(env, count, low_level_paths(count))
+        return idle_streams(env, count, low_level_paths(count, names), lambda base_url:
+                            delete_event_types(base_url, names, env["NAKADI_DATABASE_URL"],
+                                               AUTH_HEADERS))
     finally:
         set_default_storage(env["NAKADI_DATABASE_URL"], "postgres")
 
 
-def low_level_paths(count: int) -> Callable[[str], list[str]]:
+def low_level_paths(count: int, names: list[str]) -> Callable[[str], list[str]]:
     """``count`` streams from the end of new one-partition event types, as many on each
-    as a partition allows by default (NAKADI_MAX_STREAMS_PER_PARTITION)."""
+    as a partition allows by default (NAKADI_MAX_STREAMS_PER_PARTITION); the event
+    types' names go to ``names``."""
     per_event_type = Settings.from_env({}).max_streams_per_partition
 
     def paths(base_url: str) -> list[str]:
-        names = [create_event_type(base_url, partitions=1)
-                 for _ in range(-(-count // per_event_type))]
+        names.extend(create_event_type(base_url, partitions=1)
+                     for _ in range(-(-count // per_event_type)))
         return [f"/event-types/{names[n // per_event_type]}/events" for n in range(count)]
     return paths
 

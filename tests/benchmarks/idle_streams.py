@@ -44,11 +44,11 @@ def worker_rss_kb(master_pid: int) -> int:
                     if line.startswith("VmRSS:")).split()[1])
 
 
-def idle_streams(env: dict[str, str], count: int,
-                 stream_paths: Callable[[str], list[str]]) -> IdleStreams:
+def idle_streams(env: dict[str, str], count: int, stream_paths: Callable[[str], list[str]],
+                 clean_up: Callable[[str], None] = lambda base_url: None) -> IdleStreams:
     """Opens at once the ``count`` streams whose paths (with query, without
     batch_flush_timeout) ``stream_paths(base_url)`` prepares, on a one-worker
-    server, and measures them."""
+    server, and measures them; ``clean_up(base_url)`` runs once they are closed."""
     server, port = start_server(dict(env, NAKADI_WORKER_CONNECTIONS=str(count + 100)), 1)
     try:
         paths = stream_paths(f"http://127.0.0.1:{port}")
@@ -88,6 +88,7 @@ def idle_streams(env: dict[str, str], count: int,
         after = worker_rss_kb(server.pid)
         for sock in last_seen:
             sock.close()
+        clean_up(f"http://127.0.0.1:{port}")
         if len(started) < len(paths):
             raise RuntimeError(f"only {len(started)} of {len(paths)} streams started in 120 s")
         lateness.sort()
