@@ -142,3 +142,28 @@ def test_closing_the_engine_closes_its_idle_readers(pool, kafka, topic):
         engine.close()
     with pytest.raises(StorageError, match="closed"):
         poll.get(timeout=2)
+
+
+def test_the_watch_asks_less_often_when_its_rounds_take_long(kafka, topic, monkeypatch):
+    """A round over thousands of partitions costs the worker ~40 ms of CPU: the watch
+    keeps its share of the worker's time small by spacing such rounds out."""
+    topics = kafka._topics
+    answer = topics.latest_offsets
+    rounds: list[float] = []
+
+    def slow_answer(partitions, timeout):
+        rounds.append(time.monotonic())
+        time.sleep(0.05)  # as long as ~2,000 partitions take
+        return answer(partitions, timeout)
+
+    monkeypatch.setattr(topics, "latest_offsets", slow_answer)
+    reader = from_the_ends(kafka, topic)
+    try:
+        assert reader.poll(10, 2.5) == []
+        kafka.append(topic, 0, [b"late"])
+        assert poll_until(reader, 1, timeout=3.0) == [(0, 0, b"late")]
+    finally:
+        reader.close()
+    gaps = [later - earlier for earlier, later in zip(rounds, rounds[1:])]
+    assert 2 <= len(rounds) <= 6, rounds
+    assert min(gaps) >= 0.9, gaps
