@@ -3,6 +3,7 @@ still deliver every event once, in order, soon after it is appended."""
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from collections.abc import Iterator
@@ -164,6 +165,6 @@ def test_the_watch_asks_less_often_when_its_rounds_take_long(kafka, topic, monke
         assert poll_until(reader, 1, timeout=3.0) == [(0, 0, b"late")]
     finally:
         reader.close()
-    gaps = [later - earlier for earlier, later in zip(rounds, rounds[1:])]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(rounds)]
     assert 2 <= len(rounds) <= 6, rounds
     assert min(gaps) >= 0.9, gaps
