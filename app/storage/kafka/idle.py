@@ -69,9 +69,6 @@ class IdleReaders:
         self._waiting: dict[IdleReader, gevent.event.AsyncResult[bool]] = {}
         self._watch: gevent.Greenlet[[], None] | None = None
 
-    def __len__(self) -> int:
-        return len(self._waiting)
-
     def wait(self, reader: IdleReader, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for events past the reader's positions: True
         when they are there (the reader is no longer watched), False when the time
