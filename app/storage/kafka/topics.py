@@ -73,8 +73,8 @@ class Topics:
         deleted it), asking the broker instead of the cache. Callers at once share
         a metadata request (it tells of every topic)."""
         self._partitions.pop(topic, None)
-        found = self._fresh.call(None, lambda: self._threads.run(
-            "the kafka broker", lambda: self._admin().list_topics(timeout=self._timeout).topics))
+        found = self._fresh.call(
+            None, lambda: self._threads.run("the kafka broker", self._all_topics))
         self._remember(found, topic)
 
     def check(self, timeout: float = CHECK_TIMEOUT_S) -> None:
@@ -91,7 +91,11 @@ class Topics:
 
         Asks for all topics: a metadata request naming a topic lets a broker that
         auto-creates topics create it again right after it was deleted (Tansu does)."""
-        return self._remember(self._admin().list_topics(timeout=self._timeout).topics, topic)
+        return self._remember(self._all_topics(), topic)
+
+    def _all_topics(self) -> dict[str, TopicMetadata]:
+        """The metadata of every topic (blocking)."""
+        return self._admin().list_topics(timeout=self._timeout).topics
 
     def _remember(self, metadata: Mapping[str, TopicMetadata], topic: str) -> int:
         """The topic's partition count in the metadata of all topics, remembered."""
