@@ -4,8 +4,10 @@ producers and consumers keep going.
 The new topic is created first (the pause should not wait for it). Then every
 broker process stops publishing to the event type and finishes what it has in
 flight (``app.coordination.timeline_switch``); the newest offset of each
-partition of the old topic is recorded and the new timeline opened, in one
-transaction; publishing resumes, into the new timeline. Readers finish the old
+partition of the old topic is read and recorded and the new timeline opened, in
+one transaction; publishing resumes, into the new timeline. Processes the switch
+could not wait for check their appends against the recorded end afterwards
+(``app.publishing.late_appends``). Readers finish the old
 timeline and go on in the new one (``app.storage.across_timelines``).
 """
 
@@ -66,10 +68,13 @@ def create_timeline(services: Services, name: str, storage_id: str) -> Timeline:
             if again is None:
                 raise EventTypeNotFound(f"EventType '{name}' does not exist.")
             closing = again[1].active
-            bounds = services.engines.get(closing.storage_id).bounds(closing.topic)
-            last = tuple(b.newest for b in sorted(bounds, key=lambda b: b.partition))
-            switched = timelines.switch_timeline(services.pool, closing, last, storage_id,
-                                                 topic)
+
+            def last_offsets() -> tuple[int, ...]:
+                bounds = services.engines.get(closing.storage_id).bounds(closing.topic)
+                return tuple(b.newest for b in sorted(bounds, key=lambda b: b.partition))
+
+            switched, last = timelines.switch_timeline(services.pool, closing, last_offsets,
+                                                       storage_id, topic)
             services.event_types.forget(name)
     finally:
         if switched is None:

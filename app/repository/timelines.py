@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
 from app.domain.timeline import Timeline
 from app.repository.database import ConnectionPool
 from app.repository.event_types import NOTIFY_CHANGE, TIMELINE_COLUMNS, timeline_from_row
+
+# A switch reads the old timeline's ends and records them under this lock, taken
+# exclusively; ``recorded_end`` takes it shared. An advisory lock, not a row lock,
+# so that checks cost no writes. 1953066341: an arbitrary class of keys, the
+# event type's name hashed within it (a collision only makes a check wait).
+LOCK_END = "SELECT pg_advisory_xact_lock(1953066341, hashtext(%s))"
+LOCK_END_SHARED = "SELECT pg_advisory_xact_lock_shared(1953066341, hashtext(%s))"
 
 
 class TimelineConflict(Exception):
@@ -33,17 +41,22 @@ def list_timelines(pool: ConnectionPool, name: str) -> list[TimelineRecord]:
     return [TimelineRecord(timeline_from_row(row[:8]), *row[8:]) for row in rows]
 
 
-def switch_timeline(pool: ConnectionPool, closing: Timeline, last_offsets: tuple[int, ...],
-                    storage_id: str, topic: str) -> Timeline:
-    """Close the active timeline at ``last_offsets`` and open the next one, in one
-    transaction that tells every process (NOTIFY)."""
+def switch_timeline(pool: ConnectionPool, closing: Timeline,
+                    last_offsets_of: Callable[[], tuple[int, ...]], storage_id: str,
+                    topic: str) -> tuple[Timeline, tuple[int, ...]]:
+    """Close the active timeline where ``last_offsets_of`` finds its partitions end and
+    open the next one, in one transaction that tells every process (NOTIFY). Returns
+    the new timeline and the recorded end. The ends are read under the event type's
+    end lock, so an append that ``recorded_end`` found open is inside them."""
     opened = Timeline(str(uuid.uuid4()), closing.event_type, closing.order + 1, storage_id,
                       topic, closing.partitions)
     with pool.transaction() as cursor:
+        cursor.execute(LOCK_END, (closing.event_type,))
         cursor.execute("SELECT 1 FROM event_types WHERE name = %s FOR UPDATE",
                        (closing.event_type,))
         if cursor.fetchone() is None:
             raise TimelineConflict(f"EventType '{closing.event_type}' was deleted meanwhile.")
+        last_offsets = last_offsets_of()
         cursor.execute("UPDATE timelines SET last_offsets = %s WHERE id = %s"
                        " AND last_offsets IS NULL", (list(last_offsets), closing.id))
         if cursor.rowcount != 1:
@@ -54,7 +67,22 @@ def switch_timeline(pool: ConnectionPool, closing: Timeline, last_offsets: tuple
             " partitions, switched_at) VALUES (%s, %s, %s, %s, %s, %s, now())",
             (opened.id, opened.event_type, opened.order, storage_id, topic, opened.partitions))
         cursor.execute(NOTIFY_CHANGE, (closing.event_type,))
-    return opened
+    return opened, last_offsets
+
+
+def recorded_end(pool: ConnectionPool, timeline: Timeline) -> tuple[int, ...] | None:
+    """The newest engine offset of each partition of the timeline as a switch recorded
+    it; None while it is active (or gone with its event type). Waits for a switch
+    that is reading the ends: an append that ended before this call is either inside
+    the end returned, or in a timeline still open."""
+    # Two statements in one query string: one implicit transaction holds the lock, and
+    # the second statement's snapshot, taken once the lock is granted, sees what a
+    # switch it waited for committed. One round trip (a transaction took three).
+    with pool.statement() as cursor:
+        cursor.execute(f"{LOCK_END_SHARED}; SELECT last_offsets FROM timelines WHERE id = %s",
+                       (timeline.event_type, timeline.id))
+        row = cursor.fetchone()
+    return None if row is None or row[0] is None else tuple(row[0])
 
 
 def clean_up_expired(pool: ConnectionPool, removal_delay_s: float) -> int:
