@@ -19,6 +19,7 @@ from app.monitoring import recording
 from app.monitoring.recording import StreamMeter
 from app.problems import Problem
 from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
+from app.publishing.late_appends import checked_append
 from app.publishing.publisher import BatchRejected, Item, publish
 from app.security.guard import (
     consumer_still_allowed,
@@ -59,10 +60,11 @@ def publish_events(name: str) -> Response:
             raise Problem(422, str(error)) from None
         try:
             # Counted as in flight for timeline switches, which wait for it (or it for them).
-            with current.publishing_gate.publishing(name):
+            with current.publishing_gate.publishing(name) as missed_switch:
                 event_type, timelines = event_type_or_404(name)
                 active = timelines.active
-                items = publish(event_type, active, current.engines.get(active.storage_id),
+                items = publish(event_type, active,
+                                checked_append(current, active, missed_switch),
                                 events, sizes, g.flow_id)
         except BatchRejected as rejected:
             report.status = 422

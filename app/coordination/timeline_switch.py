@@ -13,9 +13,17 @@ ZooKeeper, under the root:
   releasing those no longer locked.
 
 The switcher locks, bumps the version and waits until every node shows it: from
-then on nothing is appended to the old timeline. It switches, unlocks, bumps
-again. Each process keeps the locked event types in memory from its watches, so
-a publish pays one set lookup when no switch is in progress.
+then on nothing is appended to the old timeline by the processes it waited for.
+It switches, unlocks, bumps again. Each process keeps the locked event types in
+memory from its watches, so a publish pays one set lookup when no switch is in
+progress.
+
+A process is not waited for while it has no node: before it first reached
+ZooKeeper, and from a lost connection (its session may expire, and the node with
+it) until it has acted on the newest version again. A publish that overlapped
+such a time says so (``publishing`` yields ``missed_switch``), and checks its
+appends against the recorded end of their timeline
+(``app.publishing.late_appends``).
 """
 
 from __future__ import annotations
@@ -78,11 +86,15 @@ class PublishingGate:
         self._drained = gevent.event.Event()
         self._sync_lock = gevent.lock.Semaphore()
         self._watching = False
+        self._in_step = False  # the node shows the newest version, with no lapse since
+        self._lapses = 0  # times the connection was lost (the node may have gone)
 
     @contextmanager
-    def publishing(self, name: str) -> Iterator[None]:
+    def publishing(self, name: str) -> Iterator[Callable[[], bool]]:
         """Count a publish to ``name`` as in flight, after waiting while it is locked
-        (``SwitchInProgress`` past ``wait_s``)."""
+        (``SwitchInProgress`` past ``wait_s``). Yields ``missed_switch``: whether a
+        switch may have gone on without waiting for this publish, as this process was
+        out of step with the switches at some moment since it began."""
         unlocked = self._locked.get(name)
         if unlocked is not None:
             deadline = monotonic() + self._wait_s
@@ -92,10 +104,11 @@ class PublishingGate:
                         f"the timeline of '{name}' is being switched and publishing to it "
                         f"did not resume within {self._wait_s:g} s; try again")
                 unlocked = self._locked.get(name)
+        lapses = self._lapses if self._in_step else -1
         in_flight = self._in_flight
         in_flight[name] = in_flight.get(name, 0) + 1
         try:
-            yield
+            yield lambda: self._lapses != lapses
         finally:
             left = in_flight[name] - 1
             if left:
@@ -125,12 +138,16 @@ class PublishingGate:
     def _connection_changed(self, state: str) -> None:
         if state == KazooState.CONNECTED:  # the node may have gone with a lost session
             gevent.spawn(self._sync)
+        else:
+            self._in_step = False
+            self._lapses += 1
 
     def _changed(self, *_: object) -> None:
         gevent.spawn(self._sync)  # not in kazoo's callback greenlet: _sync waits
 
     def _sync(self) -> None:
         with self._sync_lock:
+            lapses = self._lapses
             try:
                 client = self._zookeeper()
                 version = client.get(VERSION)[0]
@@ -146,6 +163,8 @@ class PublishingGate:
                     client.set(self._node, version)
                 except NoNodeError:
                     client.create(self._node, version, ephemeral=True)
+                if self._lapses == lapses:
+                    self._in_step = True
             except (ZooKeeperUnavailable, KazooException) as error:
                 log.warning("following timeline switches failed: %r", error)
 

@@ -155,6 +155,7 @@ class KpiPublisher:
                     self._publish(name, events)
 
     def _publish(self, name: str, events: list[dict[str, Any]]) -> None:
+        from app.publishing.late_appends import checked_append
         from app.publishing.publisher import BatchRejected, publish
 
         try:
@@ -163,14 +164,15 @@ class KpiPublisher:
                 for event in events:
                     event["metadata"] = {"eid": str(uuid.uuid4()), "occurred_at": received}
                 # In flight for timeline switches, like every publish.
-                with self._services.publishing_gate.publishing(name):
+                with self._services.publishing_gate.publishing(name) as missed_switch:
                     found = self._event_type(name)
                     if found is None:
                         raise LookupError(f"the KPI event type {name} is gone")
                     event_type, timelines = found
-                    engine = self._services.engines.get(timelines.active.storage_id)
-                    items = publish(event_type, timelines.active, engine, events, None,
-                                    f"kpi-{uuid.uuid4().hex[:16]}")
+                    active = timelines.active
+                    items = publish(event_type, active,
+                                    checked_append(self._services, active, missed_switch),
+                                    events, None, f"kpi-{uuid.uuid4().hex[:16]}")
                 stored = sum(item.status == "submitted" for item in items)
                 figures.KPI_EVENTS.labels("published").inc(stored)
                 figures.KPI_EVENTS.labels("failed").inc(len(events) - stored)

@@ -9,7 +9,7 @@ written. Storage failures affect only the partitions they hit (207).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -21,7 +21,12 @@ from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partitioner
 from app.registry.timestamps import rfc3339
 from app.registry.validator_cache import VALIDATORS
-from app.storage.engine import StorageEngine, StorageError, StorageUnavailable
+from app.storage.engine import StorageError, StorageUnavailable
+
+AppendResults = dict[int, list[int] | StorageError]
+Append = Callable[[Mapping[int, Sequence[bytes]]], AppendResults]
+"""Appends the events of each partition to the timeline published to (an engine's
+``append_many`` on its topic, as ``late_appends.checked_append`` makes it)."""
 
 
 @dataclass
@@ -70,10 +75,10 @@ def _run_step(items: list[Item], step: str,
         raise BatchRejected(items)
 
 
-def publish(event_type: EventType, timeline: Timeline, engine: StorageEngine, events: list[Any],
+def publish(event_type: EventType, timeline: Timeline, append: Append, events: list[Any],
             sizes: list[int] | None, flow_id: str) -> list[Item]:
-    """Publish a batch; returns its items. Raises ``BatchRejected`` when a step before
-    publishing fails."""
+    """Publish a batch to ``timeline`` through ``append``; returns its items. Raises
+    ``BatchRejected`` when a step before publishing fails."""
     items = [Item(event) for event in events]
     validator = VALIDATORS.validator_for(event_type)
 
@@ -121,8 +126,7 @@ def publish(event_type: EventType, timeline: Timeline, engine: StorageEngine, ev
         item.step = "publishing"
         by_partition[item.partition].append(item)
     try:
-        results = engine.append_many(
-            timeline.topic,
+        results = append(
             {p: [dumps(item.event) for item in group] for p, group in by_partition.items()})
     except StorageError as error:
         results = dict.fromkeys(by_partition, error)

@@ -1,0 +1,160 @@
+"""Publishes of a process that a timeline switch could not wait for (its ZooKeeper
+session lost): what they append past the old timeline's recorded end is appended
+again to the new timeline, and a check waits for a switch reading the ends."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+
+import gevent
+import gevent.event
+import pytest
+
+from app.domain.timeline import Timeline
+from app.publishing import late_appends
+from app.publishing.late_appends import checked_append
+from app.publishing.publisher import publish
+from app.registry import operations
+from app.registry.timelines import create_timeline
+from app.repository.timelines import recorded_end, switch_timeline
+from app.services import Services
+
+
+def _services(settings) -> Iterator[Services]:
+    built = Services(settings)
+    built.publishing_gate.start()
+    yield built
+    built.close()
+
+
+@pytest.fixture
+def switcher(settings, pool) -> Iterator[Services]:
+    """The process that switches timelines (``pool`` registered the storages)."""
+    yield from _services(settings)
+
+
+@pytest.fixture
+def stale(settings, pool) -> Iterator[Services]:
+    """Another process, in step with the switches until a test cuts it off."""
+    yield from _services(settings)
+
+
+def in_step(services: Services, timeout_s: float = 10.0) -> None:
+    """Wait until a publish starting now could not miss a switch."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        with services.publishing_gate.publishing("any") as missed_switch:
+            if not missed_switch():
+                return
+        assert time.monotonic() < deadline, "the process never got in step with the switches"
+        gevent.sleep(0.05)
+
+
+def new_event_type(services: Services) -> str:
+    name = f"late-{uuid.uuid4().hex[:12]}"
+    operations.create(services, {
+        "name": name, "owning_application": "tests", "category": "undefined",
+        "schema": {"type": "json_schema", "schema": json.dumps({"type": "object"})},
+        "default_statistic": {"messages_per_minute": 1, "message_size": 1,
+                              "read_parallelism": 2, "write_parallelism": 2}})
+    return name
+
+
+def publish_with(services: Services, name: str, timeline: Timeline, numbers: range) -> None:
+    """Publish as a request of ``services``'s process that looked the event type up
+    when ``timeline`` was active."""
+    event_type = services.event_types.get(name)[0]  # type: ignore[index]
+    with services.publishing_gate.publishing(name) as missed_switch:
+        items = publish(event_type, timeline, checked_append(services, timeline, missed_switch),
+                        [{"n": n} for n in numbers], None, "late-appends-test")
+    assert [item.status for item in items] == ["submitted"] * len(numbers)
+
+
+def numbers_in(services: Services, timeline: Timeline, last: tuple[int, ...] | None) -> list[int]:
+    """The events of the timeline that readers see: up to its recorded end, if closed."""
+    engine = services.engines.get(timeline.storage_id)
+    found = []
+    for partition in range(timeline.partitions):
+        for event in engine.read(timeline.topic, partition, -1, 100):
+            if last is None or event.offset <= last[partition]:
+                found.append(json.loads(event.payload)["n"])
+    return sorted(found)
+
+
+@pytest.mark.parametrize(("source", "target"), [("postgres", "kafka"), ("kafka", "postgres")])
+def test_events_appended_past_the_recorded_end_are_moved_to_the_new_timeline(
+        switcher, stale, source, target):
+    name = new_event_type(switcher)
+    if switcher.event_types.get(name)[1].active.storage_id != source:  # type: ignore[index]
+        create_timeline(switcher, name, source)
+    in_step(switcher)
+    in_step(stale)
+    old = stale.event_types.get(name)[1].active  # type: ignore[index]
+    stale.zookeeper.stop()  # its session ends, its node goes: switches stop waiting for it
+
+    publish_with(stale, name, old, range(0, 4))  # before the switch: inside the end
+    new = create_timeline(switcher, name, target)
+    publish_with(stale, name, old, range(4, 10))  # looked up before, appended after
+
+    last = recorded_end(switcher.pool, old)
+    assert last is not None
+    assert numbers_in(switcher, old, last) == [0, 1, 2, 3]
+    assert numbers_in(switcher, new, None) == [4, 5, 6, 7, 8, 9]
+
+
+def test_a_publish_overlapping_a_lost_connection_says_it_may_have_missed_a_switch(stale):
+    gate = stale.publishing_gate
+    in_step(stale)
+    with gate.publishing("any") as before, gate.publishing("other") as during:
+        assert not during()
+        stale.zookeeper.stop()
+        gevent.sleep(0)
+        assert during() and before()
+    with gate.publishing("any") as after:
+        assert after()
+
+
+def test_a_check_waits_for_a_switch_that_is_reading_the_ends(switcher):
+    name = new_event_type(switcher)
+    closing = switcher.event_types.get(name)[1].active  # type: ignore[index]
+    reading, go = gevent.event.Event(), gevent.event.Event()
+
+    def last_offsets() -> tuple[int, ...]:
+        reading.set()
+        go.wait(10)
+        return (4, 7)
+
+    switch = gevent.spawn(switch_timeline, switcher.pool, closing, last_offsets, "postgres",
+                          f"unused-{uuid.uuid4().hex[:8]}")
+    assert reading.wait(10)
+    check = gevent.spawn(recorded_end, switcher.pool, closing)
+    gevent.sleep(0.3)
+    assert not check.ready(), "the check did not wait for the switch"
+    go.set()
+    switch.get(timeout=10)
+    assert check.get(timeout=10) == (4, 7)
+    assert recorded_end(switcher.pool, closing) == (4, 7)
+
+
+def test_a_publish_that_keeps_landing_past_the_end_gives_up_on_those_partitions(
+        switcher, stale, monkeypatch):
+    name = new_event_type(switcher)
+    old = stale.event_types.get(name)[1].active  # type: ignore[index]
+    stale.zookeeper.stop()
+    checks = []
+
+    def always_closed(pool, timeline):  # as if each move met yet another switch
+        checks.append(timeline.id)
+        return (-1,) * timeline.partitions
+
+    monkeypatch.setattr(late_appends, "recorded_end", always_closed)
+    event_type = stale.event_types.get(name)[0]  # type: ignore[index]
+    with stale.publishing_gate.publishing(name) as missed_switch:
+        items = publish(event_type, old, checked_append(stale, old, missed_switch),
+                        [{"n": n} for n in range(4)], None, "late-appends-test")
+    assert len(checks) == late_appends.MAX_MOVES + 1
+    assert {item.status for item in items} == {"failed"}
+    assert "publish it again" in items[0].response()["detail"]
