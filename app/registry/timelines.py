@@ -7,8 +7,8 @@ flight (``app.coordination.timeline_switch``); the newest offset of each
 partition of the old topic is read and recorded and the new timeline opened, in
 one transaction; publishing resumes, into the new timeline. Processes the switch
 could not wait for check their appends against the recorded end afterwards
-(``app.publishing.late_appends``). Readers finish the old
-timeline and go on in the new one (``app.storage.across_timelines``).
+(``app.publishing.late_appends``). Readers finish the old timeline and go on in
+the new one (``app.storage.across_timelines``).
 """
 
 from __future__ import annotations
