@@ -3,15 +3,30 @@
 from __future__ import annotations
 
 import json
+import uuid
 
+from app.registry import operations
 from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
+from app.services import Services
 from app.storage.across_timelines import EngineFor
 from app.storage.engine import BEFORE_FIRST, PartitionBounds, StorageEngine
 from app.storage.engines import build_engine
 from app.storage.offsets import encode_offset
 
 BEFORE_FIRST_OFFSET = encode_offset(1, BEFORE_FIRST)
+
+
+def create_event_type(services: Services, prefix: str) -> str:
+    """A new event type of any JSON object (category undefined, 2 partitions) on the
+    default storage, made in-process; its name."""
+    name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+    operations.create(services, {
+        "name": name, "owning_application": "tests", "category": "undefined",
+        "schema": {"type": "json_schema", "schema": json.dumps({"type": "object"})},
+        "default_statistic": {"messages_per_minute": 1, "message_size": 1,
+                              "read_parallelism": 2, "write_parallelism": 2}})
+    return name
 
 
 def engine_for(pool, storage_id: str) -> StorageEngine:

@@ -17,10 +17,10 @@ from app.domain.timeline import Timeline
 from app.publishing import late_appends
 from app.publishing.late_appends import checked_append
 from app.publishing.publisher import publish
-from app.registry import operations
 from app.registry.timelines import create_timeline
 from app.repository.timelines import recorded_end, switch_timeline
 from app.services import Services
+from tests.helpers.storage import create_event_type
 
 
 def _services(settings) -> Iterator[Services]:
@@ -53,16 +53,6 @@ def in_step(services: Services, timeout_s: float = 10.0) -> None:
         gevent.sleep(0.05)
 
 
-def new_event_type(services: Services) -> str:
-    name = f"late-{uuid.uuid4().hex[:12]}"
-    operations.create(services, {
-        "name": name, "owning_application": "tests", "category": "undefined",
-        "schema": {"type": "json_schema", "schema": json.dumps({"type": "object"})},
-        "default_statistic": {"messages_per_minute": 1, "message_size": 1,
-                              "read_parallelism": 2, "write_parallelism": 2}})
-    return name
-
-
 def publish_with(services: Services, name: str, timeline: Timeline, numbers: range) -> None:
     """Publish as a request of ``services``'s process that looked the event type up
     when ``timeline`` was active."""
@@ -87,7 +77,7 @@ def numbers_in(services: Services, timeline: Timeline, last: tuple[int, ...] | N
 @pytest.mark.parametrize(("source", "target"), [("postgres", "kafka"), ("kafka", "postgres")])
 def test_events_appended_past_the_recorded_end_are_moved_to_the_new_timeline(
         switcher, stale, source, target):
-    name = new_event_type(switcher)
+    name = create_event_type(switcher, "late")
     if switcher.event_types.get(name)[1].active.storage_id != source:  # type: ignore[index]
         create_timeline(switcher, name, source)
     in_step(switcher)
@@ -118,7 +108,7 @@ def test_a_publish_overlapping_a_lost_connection_says_it_may_have_missed_a_switc
 
 
 def test_a_check_waits_for_a_switch_that_is_reading_the_ends(switcher):
-    name = new_event_type(switcher)
+    name = create_event_type(switcher, "late")
     closing = switcher.event_types.get(name)[1].active  # type: ignore[index]
     reading, go = gevent.event.Event(), gevent.event.Event()
 
@@ -141,7 +131,7 @@ def test_a_check_waits_for_a_switch_that_is_reading_the_ends(switcher):
 
 def test_a_publish_that_keeps_landing_past_the_end_gives_up_on_those_partitions(
         switcher, stale, monkeypatch):
-    name = new_event_type(switcher)
+    name = create_event_type(switcher, "late")
     old = stale.event_types.get(name)[1].active  # type: ignore[index]
     stale.zookeeper.stop()
     checks = []

@@ -16,11 +16,10 @@ from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.subscription import Subscription
 from app.monitoring.lag import FIRST_FIGURE_DELAY_S, SubscriptionLag
-from app.registry import operations
 from app.repository.subscriptions import insert_subscription
 from app.services import Services
 from app.subscriptions.partitions import partition_bounds, starting_offsets, subscription_partitions
-from tests.helpers.storage import counting_bounds
+from tests.helpers.storage import counting_bounds, create_event_type
 from tests.helpers.waiting import wait_until
 
 
@@ -34,12 +33,7 @@ def services(settings, pool) -> Iterator[Services]:
 
 def event_type(services: Services) -> str:
     """A new event type on the default storage with events 0..2 in partition 0."""
-    name = f"lag-{uuid.uuid4().hex[:12]}"
-    operations.create(services, {
-        "name": name, "owning_application": "tests", "category": "undefined",
-        "schema": {"type": "json_schema", "schema": json.dumps({"type": "object"})},
-        "default_statistic": {"messages_per_minute": 1, "message_size": 1,
-                              "read_parallelism": 2, "write_parallelism": 2}})
+    name = create_event_type(services, "lag")
     timeline = services.event_types.get(name)[1].active  # type: ignore[index]
     services.engines.get(timeline.storage_id).append(
         timeline.topic, 0, [json.dumps({"n": n}).encode() for n in range(3)])
