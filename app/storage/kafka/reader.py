@@ -136,8 +136,7 @@ class KafkaStreamReader:
             self._opening = None
             if isinstance(outcome, Returned):
                 self._consumer = outcome.value
-        if self._consumer is not None:
-            unwrap(self._threads.spawn(self._close_consumer, self._consumer).get())
+        self._give_up_consumer()
 
     def topic_deleted(self) -> None:
         """Close the reader because its topic is being deleted; polls raise ``TopicNotFound``."""
@@ -181,7 +180,8 @@ class KafkaStreamReader:
             for partition, following in self._next.items())
 
     def _give_up_consumer(self) -> None:
-        """Close the consumer (what it fetched is read again by the next one) and go idle."""
+        """Close the consumer, if any (what it fetched is read again by the next one),
+        and go idle."""
         consumer, self._consumer = self._consumer, None
         if consumer is not None:
             unwrap(self._threads.spawn(self._close_consumer, consumer).get())
