@@ -3,21 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 
+import psycopg2
 from flask import Flask, current_app
 from kazoo.client import KazooClient
 
 from app.config import Settings
 from app.coordination.timeline_switch import PublishingGate
 from app.coordination.zookeeper import ZooKeeper
-from app.dependencies import DependencyUnavailable
-from app.domain.timeline import Timelines
+from app.dependencies import DependencyUnavailable, first_line
+from app.domain.timeline import Timeline, Timelines
 from app.monitoring.kpi import KpiPublisher
 from app.monitoring.lag import SubscriptionLag
 from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
 from app.repository.subscription_cache import SubscriptionCache
+from app.repository.timelines import recorded_end
 from app.security.service import Security
+from app.storage.across_timelines import SwitchWatch
+from app.storage.engine import StorageUnavailable
 from app.storage.engines import Engines
 
 
@@ -38,7 +43,8 @@ class Services:
         self._zookeeper: ZooKeeper | None = None
         self.publishing_gate = PublishingGate(lambda: self.zookeeper,
                                               settings.timeline_publish_wait_s,
-                                              self.event_types.forget)
+                                              self.event_types.forget,
+                                              self.event_types.forget_all)
 
     @property
     def zookeeper(self) -> KazooClient:
@@ -59,6 +65,17 @@ class Services:
                 return None
             return None if found is None else found[1]
         return current
+
+    def switch_watch(self, name: str) -> SwitchWatch:
+        """What readers of an event type need to leave out events published past the
+        end of a timeline (``SwitchWatch``)."""
+        def end(timeline: Timeline) -> tuple[int, ...] | None:
+            try:
+                return recorded_end(self.pool, timeline)
+            except psycopg2.Error as error:  # a stream ends on it, as on any storage error
+                raise StorageUnavailable("PostgreSQL", "reading the recorded end of a "
+                                         f"timeline: {first_line(error)}") from error
+        return SwitchWatch(partial(self.publishing_gate.reading, name), end)
 
     def close(self) -> None:
         self.event_types.close()

@@ -113,9 +113,9 @@ def stream_events(name: str) -> Response:
     try:
         stream, slots = open_event_stream(
             current.zookeeper, current.engines.get, timeline, current.timelines_of(name),
-            positions, limits, current.settings.max_streams_per_partition,
-            request.environ.get("gunicorn.socket"), consumer_still_allowed([name]),
-            meter.batch)
+            current.switch_watch(name), positions, limits,
+            current.settings.max_streams_per_partition, request.environ.get("gunicorn.socket"),
+            consumer_still_allowed([name]), meter.batch)
     except BaseException as error:
         meter.close()
         if isinstance(error, TooManyStreams):

@@ -128,7 +128,7 @@ def _stream(subscription_id: str, source: Mapping[str, str],
     stream = SubscriptionStream(subscription, partitions, state, engine_for, params,
                                 request.environ.get("gunicorn.socket"),
                                 still_allowed=subscription_reader_still_allowed(subscription),
-                                on_batch=meter.batch)
+                                on_batch=meter.batch, switch_watch=current.switch_watch)
     try:
         try:
             stream.start(lambda: starting_offsets(subscription, partitions,

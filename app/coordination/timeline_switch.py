@@ -23,7 +23,10 @@ ZooKeeper, and from a lost connection (its session may expire, and the node with
 it) until it has acted on the newest version again. A publish that overlapped
 such a time says so (``publishing`` yields ``missed_switch``), and checks its
 appends against the recorded end of their timeline
-(``app.publishing.late_appends``).
+(``app.publishing.late_appends``). Readers ask the same of their reads of an
+active timeline (``reading``), and of any switch that began meanwhile: such a read
+may hold events past an end recorded while it ran, which the cached timelines do
+not show yet, and leaves them out (``app.storage.across_timelines``).
 """
 
 from __future__ import annotations
@@ -76,10 +79,11 @@ class PublishingGate:
     counts those in flight."""
 
     def __init__(self, zookeeper: Callable[[], KazooClient], wait_s: float,
-                 forget: Callable[[str], None]) -> None:
+                 forget: Callable[[str], None], forget_all: Callable[[], None]) -> None:
         self._zookeeper = zookeeper
         self._wait_s = wait_s
         self._forget = forget  # drops an event type from the caches: its timeline changed
+        self._forget_all = forget_all  # drops every event type: switches may have gone unseen
         self._node = f"{NODES}/{uuid.uuid4()}"
         self._locked: dict[str, gevent.event.Event] = {}  # set once unlocked
         self._in_flight: dict[str, int] = {}
@@ -88,6 +92,7 @@ class PublishingGate:
         self._watching = False
         self._in_step = False  # the node shows the newest version, with no lapse since
         self._lapses = 0  # times the connection was lost (the node may have gone)
+        self._locks_seen = 0  # switches this process has seen begin
 
     @contextmanager
     def publishing(self, name: str) -> Iterator[Callable[[], bool]]:
@@ -117,6 +122,19 @@ class PublishingGate:
                 del in_flight[name]
                 if name in self._locked:
                     self._drained.set()  # a switch waits for it
+
+    def reading(self, name: str) -> Callable[[], bool]:
+        """Called as a read of ``name``'s active timeline begins, before the reader takes up
+        the cached timelines: a callable that says, once the read is done, whether it may
+        have read events past an end that a switch recorded meanwhile, which those
+        timelines need not show. So it may while this process is out of step, and when a
+        switch began or was under way; otherwise a switch that ended before the read
+        dropped the cached timelines first (``_sync``)."""
+        if name in self._locked:
+            return lambda: True
+        lapses = self._lapses if self._in_step else -1
+        locks = self._locks_seen
+        return lambda: self._lapses != lapses or self._locks_seen != locks
 
     def start(self) -> gevent.Greenlet:
         """Register this process and follow the switches, retrying until ZooKeeper answers."""
@@ -157,13 +175,17 @@ class PublishingGate:
                     self._locked.pop(name).set()
                 for name in locked - set(self._locked):
                     self._locked[name] = gevent.event.Event()
+                    self._locks_seen += 1
                 if not self._wait_drained(locked):
                     return  # the switcher times out; the next change syncs again
                 try:
                     client.set(self._node, version)
                 except NoNodeError:
                     client.create(self._node, version, ephemeral=True)
-                if self._lapses == lapses:
+                if self._lapses == lapses and not self._in_step:
+                    # Switches that went on without this process ended before it read the
+                    # locks: their NOTIFY may not have dropped the cached timelines yet.
+                    self._forget_all()
                     self._in_step = True
             except (ZooKeeperUnavailable, KazooException) as error:
                 log.warning("following timeline switches failed: %r", error)

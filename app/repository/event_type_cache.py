@@ -20,3 +20,7 @@ class EventTypeCache(NotifiedCache[tuple[EventType, Timelines]]):
     def forget(self, name: str) -> None:
         """Drop one event type now, without waiting for its NOTIFY (a timeline switch)."""
         self._forget({name})
+
+    def forget_all(self) -> None:
+        """Drop every event type now (timeline switches this process did not follow)."""
+        self._forget_all()

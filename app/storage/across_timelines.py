@@ -10,8 +10,9 @@ is deleted (README, known issues).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
-from app.domain.timeline import Timelines
+from app.domain.timeline import Timeline, Timelines
 from app.storage.engine import (
     EventRun,
     PartitionBounds,
@@ -24,6 +25,21 @@ EngineFor = Callable[[str], StorageEngine]
 
 CLOSED_POLL_S = 0.5
 """Longest wait for events of a closed timeline: they are all there already."""
+
+
+@dataclass(frozen=True)
+class SwitchWatch:
+    """How a reader keeps from its client the events a publish appended to the active
+    timeline after a switch had read its ends (the publish moves them to the new
+    timeline: ``app.publishing.late_appends``). Sent, they would take positions of
+    the new timeline's first events, which the stream would then skip.
+
+    ``reading()``, as a read begins, gives a callable that says after it whether the
+    read may hold such events (``PublishingGate.reading``); then ``recorded_end``
+    of the timeline read (None while it is active) tells which ones they are."""
+
+    reading: Callable[[], Callable[[], bool]]
+    recorded_end: Callable[[Timeline], tuple[int, ...] | None]
 
 
 def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[PartitionBounds]:
@@ -87,10 +103,12 @@ class TimelinesReader:
     reader looks at it on every poll, so a switch is followed within a poll."""
 
     def __init__(self, engine_for: EngineFor, timelines: Timelines,
-                 current: Callable[[], Timelines | None], positions: Mapping[int, int]) -> None:
+                 current: Callable[[], Timelines | None], positions: Mapping[int, int],
+                 watch: SwitchWatch | None = None) -> None:
         self._engine_for = engine_for
         self._timelines = timelines
         self._current = current
+        self._watch = watch
         self._positions = dict(positions)
         self._placed: dict[int, int] = {}  # partition -> index of the timeline read
         self._readers: dict[int, StreamReader] = {}  # index of the timeline -> its reader
@@ -106,6 +124,7 @@ class TimelinesReader:
             self._place()
 
     def poll(self, max_events: int, timeout: float) -> list[EventRun]:
+        unsettled = self._watch.reading() if self._watch is not None else None
         self.follow()
         active_index = len(self._timelines.items) - 1
         closed = sorted(index for index in self._readers if index != active_index)
@@ -117,13 +136,28 @@ class TimelinesReader:
                 self._skip_missing(index)
             return taken
         if active_index in self._readers:
-            return self._take(active_index, self._readers[active_index].poll(max_events, timeout))
+            runs = self._readers[active_index].poll(max_events, timeout)
+            if runs and unsettled is not None and unsettled():
+                runs = self._within_recorded_end(runs)
+            return self._take(active_index, runs)
         return []
 
     def close(self) -> None:
         readers, self._readers = self._readers, {}
         for reader in readers.values():
             reader.close()
+
+    def _within_recorded_end(self, runs: list[EventRun]) -> list[EventRun]:
+        """The runs of the active timeline without the events past the end a switch
+        recorded for it, if one did. The partitions that reach that end wait there
+        until ``follow`` takes up the next timeline."""
+        assert self._watch is not None
+        end = self._watch.recorded_end(self._timelines.active)
+        if end is None:
+            return runs
+        return [EventRun(run.partition, run.first,
+                         run.payloads[:end[run.partition] - run.first + 1])
+                for run in runs if run.first <= end[run.partition]]
 
     def _take(self, index: int, runs: list[EventRun]) -> list[EventRun]:
         """The runs in positions; partitions that reached the end of a closed timeline

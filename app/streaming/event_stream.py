@@ -23,7 +23,7 @@ from app import lifecycle
 from app.coordination.stream_slots import StreamSlots, claim_slots
 from app.cursors import client_cursor
 from app.domain.timeline import Timelines
-from app.storage.across_timelines import EngineFor, TimelinesReader
+from app.storage.across_timelines import EngineFor, SwitchWatch, TimelinesReader
 from app.storage.engine import StorageError, StreamReader
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
@@ -116,20 +116,21 @@ class EventStream:
 
 
 def open_event_stream(zookeeper: KazooClient, engine_for: EngineFor, timelines: Timelines,
-                      current: Callable[[], Timelines | None], positions: dict[int, int],
-                      limits: StreamLimits, max_streams_per_partition: int,
-                      connection: socket.socket | None,
+                      current: Callable[[], Timelines | None], watch: SwitchWatch,
+                      positions: dict[int, int], limits: StreamLimits,
+                      max_streams_per_partition: int, connection: socket.socket | None,
                       still_exists: Callable[[], bool],
                       on_batch: Callable[[str, int, int], None] = lambda *_: None
                       ) -> tuple[EventStream, StreamSlots]:
     """A stream of the partitions in ``positions``, reading after each position through
-    every timeline (``current`` gives the newest ones), with a slot taken on each
-    partition (``TooManyStreams`` when one has none free). The caller releases the
-    slots when the stream ends."""
+    every timeline (``current`` gives the newest ones, ``watch`` keeps out events
+    published past a switch's recorded end), with a slot taken on each partition
+    (``TooManyStreams`` when one has none free). The caller releases the slots when
+    the stream ends."""
     slots = claim_slots(zookeeper, timelines.event_type, sorted(positions),
                         max_streams_per_partition)
     try:
-        reader = TimelinesReader(engine_for, timelines, current, positions)
+        reader = TimelinesReader(engine_for, timelines, current, positions, watch)
     except BaseException:
         slots.release()
         raise

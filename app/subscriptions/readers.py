@@ -23,7 +23,7 @@ import gevent
 import gevent.event
 
 from app.domain.topology import PartitionKey
-from app.storage.across_timelines import TimelinesReader
+from app.storage.across_timelines import SwitchWatch, TimelinesReader
 from app.storage.engine import EventRun, StorageEngine, StorageError, count_events, split_runs
 from app.subscriptions.partitions import SubscriptionPartitions
 
@@ -100,9 +100,11 @@ class PartitionReaders:
 
     def __init__(self, partitions: SubscriptionPartitions,
                  engine_for: Callable[[str], StorageEngine], wake: gevent.event.Event,
-                 read_ahead: int = 0) -> None:
+                 read_ahead: int = 0,
+                 switch_watch: Callable[[str], SwitchWatch] | None = None) -> None:
         self._partitions = partitions
         self._engine_for = engine_for
+        self._switch_watch = switch_watch  # by event type
         self._wake = wake
         self._read_ahead = min(read_ahead, MAX_POLL_EVENTS)
         self.inbox = Inbox()
@@ -145,8 +147,9 @@ class PartitionReaders:
 
     def _start(self, event_type: str, positions: dict[int, int]) -> None:
         partitions = self._partitions
+        watch = self._switch_watch(event_type) if self._switch_watch is not None else None
         reader = TimelinesReader(self._engine_for, partitions.current(event_type),
-                                 lambda: partitions.current(event_type), positions)
+                                 lambda: partitions.current(event_type), positions, watch)
         pump = self._pumps[event_type] = _Pump(reader, frozenset(positions))
         gevent.spawn(self._pump, event_type, pump)
 

@@ -46,6 +46,7 @@ from app.coordination.subscription_state import (
 )
 from app.domain.subscription import Subscription
 from app.domain.topology import PartitionKey, Session, Topology, key_order
+from app.storage.across_timelines import SwitchWatch
 from app.storage.engine import StorageEngine, StorageError, TopicNotFound
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
@@ -70,7 +71,8 @@ class SubscriptionStream:
                  params: SubscriptionStreamParams, connection: socket.socket | None = None,
                  clock: Callable[[], float] = time.monotonic,
                  still_allowed: Callable[[], bool] = lambda: True,
-                 on_batch: Callable[[str, int, int], None] = lambda *_: None) -> None:
+                 on_batch: Callable[[str, int, int], None] = lambda *_: None,
+                 switch_watch: Callable[[str], SwitchWatch] | None = None) -> None:
         self.id = str(uuid.uuid4())
         self._on_batch = on_batch  # (event type, events, bytes) of each line sent
         self.phase = Phase.STARTING
@@ -84,7 +86,8 @@ class SubscriptionStream:
         self._session = Session(self.id, params.requested)
         self._wake = gevent.event.Event()
         self._readers = PartitionReaders(partitions, engine_for, self._wake,
-                                         read_ahead=params.max_uncommitted_events)
+                                         read_ahead=params.max_uncommitted_events,
+                                         switch_watch=switch_watch)
         self._batcher: Batcher[PartitionKey] = Batcher(params.limits, (), clock)
         self._held: dict[PartitionKey, HeldPartition] = {}
         self._commits = CommitTracker(self.id, self._held, state, partitions, params,

@@ -1,6 +1,7 @@
 """Publishes of a process that a timeline switch could not wait for (its ZooKeeper
 session lost): what they append past the old timeline's recorded end is appended
-again to the new timeline, and a check waits for a switch reading the ends."""
+again to the new timeline, and a check waits for a switch reading the ends.
+Readers that were reading the old timeline live leave those events out."""
 
 from __future__ import annotations
 
@@ -18,9 +19,13 @@ from app.publishing import late_appends
 from app.publishing.late_appends import checked_append
 from app.publishing.publisher import publish
 from app.registry.timelines import create_timeline
+from app.repository import timelines as repository_timelines
 from app.repository.timelines import recorded_end, switch_timeline
 from app.services import Services
+from app.storage.across_timelines import TimelinesReader
+from app.storage.engine import EventRun
 from tests.helpers.storage import create_event_type
+from tests.helpers.waiting import wait_until
 
 
 def _services(settings) -> Iterator[Services]:
@@ -93,6 +98,84 @@ def test_events_appended_past_the_recorded_end_are_moved_to_the_new_timeline(
     assert last is not None
     assert numbers_in(switcher, old, last) == [0, 1, 2, 3]
     assert numbers_in(switcher, new, None) == [4, 5, 6, 7, 8, 9]
+
+
+def numbered(runs: list[EventRun]) -> list[tuple[int, int, int]]:
+    """(partition, position, number) of each event a reader gave."""
+    return [(run.partition, run.first + index, json.loads(payload)["n"])
+            for run in runs for index, payload in enumerate(run.payloads)]
+
+
+def read_until(reader: TimelinesReader, count: int, timeout_s: float = 20.0
+               ) -> list[tuple[int, int, int]]:
+    got: list[tuple[int, int, int]] = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count:
+        assert time.monotonic() < deadline, f"read {got}, {len(got)} of {count} events"
+        got += numbered(reader.poll(100, 0.5))
+    return got
+
+
+@pytest.mark.parametrize(("source", "target"), [("postgres", "kafka"), ("kafka", "postgres")])
+@pytest.mark.parametrize("reading", ["in step", "in step, from within the switch", "out of step"])
+def test_a_live_reader_leaves_out_the_events_appended_past_the_recorded_end(
+        switcher, stale, source, target, reading, monkeypatch):
+    """A reader waiting for the old timeline's next events when the late ones land: in a
+    process that saw the switch begin (its poll began before the switch, or during it),
+    or in one out of step with the switches."""
+    name = create_event_type(switcher, "late")
+    if switcher.event_types.get(name)[1].active.storage_id != source:  # type: ignore[index]
+        create_timeline(switcher, name, source)
+    in_step(switcher)
+    in_step(stale)
+    old = stale.event_types.get(name)[1].active  # type: ignore[index]
+    process = stale if reading == "out of step" else switcher
+    reader = TimelinesReader(process.engines.get, process.event_types.get(name)[1],  # type: ignore[index]
+                             process.timelines_of(name), {0: -1, 1: -1},
+                             process.switch_watch(name))
+    stale.zookeeper.stop()
+    publish_with(stale, name, old, range(0, 4))
+    got = read_until(reader, 4)
+
+    within = reading == "in step, from within the switch"
+    if within:  # the switch takes a while, and the poll begins while it runs
+        switch_timeline = repository_timelines.switch_timeline
+        monkeypatch.setattr(repository_timelines, "switch_timeline",
+                            lambda *args: gevent.sleep(0.5) or switch_timeline(*args))
+        switching = gevent.spawn(create_timeline, switcher, name, target)
+        wait_until(lambda: switcher.publishing_gate.reading(name)(), what="the switch to begin")
+        waiting = gevent.spawn(reader.poll, 100, 30.0)
+    else:
+        waiting = gevent.spawn(reader.poll, 100, 30.0)
+        gevent.sleep(0.3)
+        switching = gevent.spawn(create_timeline, switcher, name, target)
+    new = switching.get(timeout=30)
+    publish_with(switcher, name, new, range(100, 104))
+    assert not waiting.ready(), "the poll ended before the late events came"
+    publish_with(stale, name, old, range(4, 10))  # appended past the end, then moved
+    got += numbered(waiting.get(timeout=30))
+    got += read_until(reader, 14 - len(got))
+    reader.close()
+
+    assert sorted(number for _, _, number in got) == [*range(10), *range(100, 104)]
+    for partition in (0, 1):  # each position once, in order, none skipped
+        positions = [position for p, position, _ in got if p == partition]
+        assert positions == list(range(len(positions)))
+
+
+def test_a_process_back_in_step_drops_timelines_a_switch_it_missed_made_old(switcher, stale):
+    """Its NOTIFY can come after the process is back: the cache must not be trusted."""
+    name = create_event_type(switcher, "late")
+    in_step(stale)
+    cached = stale.event_types.get(name)
+    client = stale.zookeeper
+    client.stop()
+    new = create_timeline(switcher, name, "postgres")
+    wait_until(lambda: stale.event_types.get(name)[1].active == new)  # type: ignore[index]
+    stale.event_types._entries[name] = cached  # as if the NOTIFY had not come yet
+    client.start()
+    in_step(stale)
+    assert stale.event_types.get(name)[1].active == new  # type: ignore[index]
 
 
 def test_a_publish_overlapping_a_lost_connection_says_it_may_have_missed_a_switch(stale):
