@@ -75,7 +75,8 @@ class Services:
             except psycopg2.Error as error:  # a stream ends on it, as on any storage error
                 raise StorageUnavailable("PostgreSQL", "reading the recorded end of a "
                                          f"timeline: {first_line(error)}") from error
-        return SwitchWatch(partial(self.publishing_gate.reading, name), end)
+        return SwitchWatch(partial(self.publishing_gate.reading, name), end,
+                           self.timelines_of(name))
 
     def close(self) -> None:
         self.event_types.close()

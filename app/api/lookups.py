@@ -15,7 +15,12 @@ from app.problems import Problem
 from app.repository.event_types import event_type_with_timelines
 from app.repository.subscriptions import get_subscription
 from app.services import services
-from app.storage.across_timelines import EngineFor, timelines_bounds, timelines_newest_at_least
+from app.storage.across_timelines import (
+    EngineFor,
+    SwitchWatch,
+    timelines_bounds,
+    timelines_newest_at_least,
+)
 from app.storage.engine import PartitionBounds, StorageError, StorageUnavailable
 from app.subscriptions.known_offsets import known_newest, learn
 from app.subscriptions.partitions import (
@@ -48,10 +53,12 @@ def partition_bounds(timeline: Timelines) -> dict[int, PartitionBounds]:
     return {available.partition: available for available in bounds}
 
 
-def _storage_answer(timeline: Timelines, ask: Callable[[EngineFor, Timelines], T]) -> T:
+def _storage_answer(timeline: Timelines,
+                    ask: Callable[[EngineFor, Timelines, SwitchWatch], T]) -> T:
     """What ``ask`` reads of the event type's storages; a failure is a 503."""
+    current = services()
     try:
-        return ask(services().engines.get, timeline)
+        return ask(current.engines.get, timeline, current.switch_watch(timeline.event_type))
     except StorageUnavailable:
         raise  # an outage: a 503 naming the storage, like every other
     except StorageError as error:
@@ -101,6 +108,7 @@ def newest_offset(timeline: Timelines, partition: int, position: int) -> int:
     return known_newest(key, partition)
 
 
-def _newest_of_bounds(engine_for: EngineFor, timelines: Timelines) -> dict[int, int]:
+def _newest_of_bounds(engine_for: EngineFor, timelines: Timelines, watch: SwitchWatch
+                      ) -> dict[int, int]:
     return {available.partition: available.newest
-            for available in timelines_bounds(engine_for, timelines)}
+            for available in timelines_bounds(engine_for, timelines, watch)}

@@ -29,26 +29,50 @@ CLOSED_POLL_S = 0.5
 
 @dataclass(frozen=True)
 class SwitchWatch:
-    """How a reader keeps from its client the events a publish appended to the active
-    timeline after a switch had read its ends (the publish moves them to the new
-    timeline: ``app.publishing.late_appends``). Sent, they would take positions of
-    the new timeline's first events, which the stream would then skip.
+    """How readers of an event type keep from their clients the events a publish
+    appended to the active timeline after a switch had read its ends (the publish
+    moves them to the new timeline: ``app.publishing.late_appends``). Sent, they
+    would take positions of the new timeline's first events, which a stream would
+    then skip; as a newest offset, a stream from there would skip them too.
 
-    ``reading()``, as a read begins, gives a callable that says after it whether the
-    read may hold such events (``PublishingGate.reading``); then ``recorded_end``
-    of the timeline read (None while it is active) tells which ones they are."""
+    ``reading()``, called as a read of the active timeline begins (before the reader
+    takes up the cached timelines), gives a callable that says after the read whether
+    it may have overlapped a switch (``PublishingGate.reading``); ``current`` gives
+    the newest cached timelines, ``recorded_end`` a timeline's end in the database."""
 
     reading: Callable[[], Callable[[], bool]]
     recorded_end: Callable[[Timeline], tuple[int, ...] | None]
+    current: Callable[[], Timelines | None]
+
+    def active_end(self, timelines: Timelines, unsettled: Callable[[], bool]
+                   ) -> tuple[int, ...] | None:
+        """The end recorded for the active timeline of ``timelines``, read just now, if
+        a switch closed it: as the newest cached timelines show it, or when the read
+        may have overlapped a switch (``unsettled``), as the database has it."""
+        active = timelines.active
+        newest = self.current()
+        if newest is not None:
+            for timeline in newest.items:
+                if timeline.id == active.id and timeline.last_offsets is not None:
+                    return timeline.last_offsets
+        return self.recorded_end(active) if unsettled() else None
 
 
-def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[PartitionBounds]:
+NO_WATCH = SwitchWatch(lambda: lambda: False, lambda _timeline: None, lambda: None)
+"""For readers that need none: no switch ever runs while they read."""
+
+
+def timelines_bounds(engine_for: EngineFor, timelines: Timelines,
+                     watch: SwitchWatch = NO_WATCH) -> list[PartitionBounds]:
     """The oldest and newest available position of every partition, over all timelines.
-    An empty partition has ``newest == oldest - 1``, as for one topic."""
+    An empty partition has ``newest == oldest - 1``, as for one topic. With ``watch``,
+    the newest is never past the end a switch recorded for the active timeline."""
     active_index = len(timelines.items) - 1
     active = timelines.active
+    unsettled = watch.reading()
     # Asked once: an answer can cost a kafka consumer and a fetch of every partition.
-    active_bounds = engine_for(active.storage_id).bounds(active.topic)
+    active_bounds = _within_end(engine_for(active.storage_id).bounds(active.topic),
+                                watch.active_end(timelines, unsettled))
     newest: dict[int, int] = {}
     for available in active_bounds:
         newest[available.partition] = (timelines.start_of(active_index, available.partition)
@@ -72,14 +96,27 @@ def timelines_bounds(engine_for: EngineFor, timelines: Timelines) -> list[Partit
             for p in range(timelines.partitions)]
 
 
-def timelines_newest_at_least(engine_for: EngineFor, timelines: Timelines) -> dict[int, int]:
+def _within_end(bounds: list[PartitionBounds], end: tuple[int, ...] | None
+                ) -> list[PartitionBounds]:
+    if end is None:
+        return bounds
+    return [PartitionBounds(b.partition, min(b.oldest, end[b.partition] + 1),
+                            min(b.newest, end[b.partition])) for b in bounds]
+
+
+def timelines_newest_at_least(engine_for: EngineFor, timelines: Timelines,
+                              watch: SwitchWatch = NO_WATCH) -> dict[int, int]:
     """Per partition, a position never past its newest, as cheaply as the active
-    timeline's storage gives one (``StorageEngine.newest_at_least``)."""
+    timeline's storage gives one (``StorageEngine.newest_at_least``); with ``watch``,
+    never past the end a switch recorded for the active timeline."""
     active_index = len(timelines.items) - 1
     active = timelines.active
-    return {partition: timelines.start_of(active_index, partition) + newest
-            for partition, newest
-            in engine_for(active.storage_id).newest_at_least(active.topic).items()}
+    unsettled = watch.reading()
+    found = engine_for(active.storage_id).newest_at_least(active.topic)
+    end = watch.active_end(timelines, unsettled)
+    return {partition: timelines.start_of(active_index, partition)
+            + (newest if end is None else min(newest, end[partition]))
+            for partition, newest in found.items()}
 
 
 def read_after(engine_for: EngineFor, timelines: Timelines, partition: int, after: int,
@@ -104,7 +141,7 @@ class TimelinesReader:
 
     def __init__(self, engine_for: EngineFor, timelines: Timelines,
                  current: Callable[[], Timelines | None], positions: Mapping[int, int],
-                 watch: SwitchWatch | None = None) -> None:
+                 watch: SwitchWatch = NO_WATCH) -> None:
         self._engine_for = engine_for
         self._timelines = timelines
         self._current = current
@@ -124,7 +161,7 @@ class TimelinesReader:
             self._place()
 
     def poll(self, max_events: int, timeout: float) -> list[EventRun]:
-        unsettled = self._watch.reading() if self._watch is not None else None
+        unsettled = self._watch.reading()
         self.follow()
         active_index = len(self._timelines.items) - 1
         closed = sorted(index for index in self._readers if index != active_index)
@@ -137,8 +174,8 @@ class TimelinesReader:
             return taken
         if active_index in self._readers:
             runs = self._readers[active_index].poll(max_events, timeout)
-            if runs and unsettled is not None and unsettled():
-                runs = self._within_recorded_end(runs)
+            if runs:
+                runs = self._within_recorded_end(runs, unsettled)
             return self._take(active_index, runs)
         return []
 
@@ -147,12 +184,12 @@ class TimelinesReader:
         for reader in readers.values():
             reader.close()
 
-    def _within_recorded_end(self, runs: list[EventRun]) -> list[EventRun]:
+    def _within_recorded_end(self, runs: list[EventRun], unsettled: Callable[[], bool]
+                             ) -> list[EventRun]:
         """The runs of the active timeline without the events past the end a switch
         recorded for it, if one did. The partitions that reach that end wait there
         until ``follow`` takes up the next timeline."""
-        assert self._watch is not None
-        end = self._watch.recorded_end(self._timelines.active)
+        end = self._watch.active_end(self._timelines, unsettled)
         if end is None:
             return runs
         return [EventRun(run.partition, run.first,

@@ -23,7 +23,7 @@ import gevent
 import gevent.event
 
 from app.domain.topology import PartitionKey
-from app.storage.across_timelines import SwitchWatch, TimelinesReader
+from app.storage.across_timelines import NO_WATCH, SwitchWatch, TimelinesReader
 from app.storage.engine import EventRun, StorageEngine, StorageError, count_events, split_runs
 from app.subscriptions.partitions import SubscriptionPartitions
 
@@ -147,7 +147,7 @@ class PartitionReaders:
 
     def _start(self, event_type: str, positions: dict[int, int]) -> None:
         partitions = self._partitions
-        watch = self._switch_watch(event_type) if self._switch_watch is not None else None
+        watch = self._switch_watch(event_type) if self._switch_watch is not None else NO_WATCH
         reader = TimelinesReader(self._engine_for, partitions.current(event_type),
                                  lambda: partitions.current(event_type), positions, watch)
         pump = self._pumps[event_type] = _Pump(reader, frozenset(positions))

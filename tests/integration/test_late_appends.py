@@ -22,7 +22,11 @@ from app.registry.timelines import create_timeline
 from app.repository import timelines as repository_timelines
 from app.repository.timelines import recorded_end, switch_timeline
 from app.services import Services
-from app.storage.across_timelines import TimelinesReader
+from app.storage.across_timelines import (
+    TimelinesReader,
+    timelines_bounds,
+    timelines_newest_at_least,
+)
 from app.storage.engine import EventRun
 from tests.helpers.storage import create_event_type
 from tests.helpers.waiting import wait_until
@@ -161,6 +165,34 @@ def test_a_live_reader_leaves_out_the_events_appended_past_the_recorded_end(
     for partition in (0, 1):  # each position once, in order, none skipped
         positions = [position for p, position, _ in got if p == partition]
         assert positions == list(range(len(positions)))
+
+
+@pytest.mark.parametrize("asking", ["in step", "out of step, before the switch's NOTIFY"])
+def test_newest_offsets_leave_out_the_events_appended_past_the_recorded_end(
+        switcher, stale, asking):
+    """A request that looked the timelines up before the switch: streams from the newest
+    offsets, and subscriptions from ``end``, would skip as many new events."""
+    name = create_event_type(switcher, "late")
+    in_step(switcher)
+    in_step(stale)
+    process = switcher if asking == "in step" else stale
+    cached = process.event_types.get(name)
+    before = cached[1]  # type: ignore[index]
+    old = before.active
+    stale.zookeeper.stop()
+    publish_with(stale, name, old, range(0, 4))
+    create_timeline(switcher, name, "postgres")
+    publish_with(stale, name, old, range(4, 10))  # appended past the end, then moved
+    if process is stale:
+        stale.event_types._entries[name] = cached  # type: ignore[assignment]
+
+    last = recorded_end(switcher.pool, old)
+    assert last is not None
+    watch = process.switch_watch(name)
+    bounds = timelines_bounds(process.engines.get, before, watch)
+    assert [available.newest for available in bounds] == list(last)
+    newest = timelines_newest_at_least(process.engines.get, before, watch)
+    assert all(newest[partition] <= last[partition] for partition in (0, 1))
 
 
 def test_a_process_back_in_step_drops_timelines_a_switch_it_missed_made_old(switcher, stale):
