@@ -21,6 +21,7 @@ from app.repository.event_type_cache import EventTypeCache
 from app.repository.subscription_cache import SubscriptionCache
 from app.repository.timelines import recorded_end
 from app.security.service import Security
+from app.shared_calls import SharedCalls
 from app.storage.across_timelines import SwitchWatch
 from app.storage.engine import StorageUnavailable
 from app.storage.engines import Engines
@@ -41,6 +42,7 @@ class Services:
         self.kpis = KpiPublisher(self)
         self.subscription_lag = SubscriptionLag(self)
         self._zookeeper: ZooKeeper | None = None
+        self._recorded_ends: SharedCalls[str, tuple[int, ...] | None] = SharedCalls()
         self.publishing_gate = PublishingGate(lambda: self.zookeeper,
                                               settings.timeline_publish_wait_s,
                                               self.event_types.forget,
@@ -66,12 +68,18 @@ class Services:
             return None if found is None else found[1]
         return current
 
+    def recorded_end(self, timeline: Timeline) -> tuple[int, ...] | None:
+        """``recorded_end`` of the timeline, in a query shared by the callers that asked
+        before it started: the check of every publish and every stream's read while
+        this process is out of step with the switches (ZooKeeper away)."""
+        return self._recorded_ends.call(timeline.id, partial(recorded_end, self.pool, timeline))
+
     def switch_watch(self, name: str) -> SwitchWatch:
         """What readers of an event type need to leave out events published past the
         end of a timeline (``SwitchWatch``)."""
         def end(timeline: Timeline) -> tuple[int, ...] | None:
             try:
-                return recorded_end(self.pool, timeline)
+                return self.recorded_end(timeline)
             except psycopg2.Error as error:  # a stream ends on it, as on any storage error
                 raise StorageUnavailable("PostgreSQL", "reading the recorded end of a "
                                          f"timeline: {first_line(error)}") from error

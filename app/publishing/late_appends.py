@@ -20,7 +20,6 @@ from collections.abc import Callable, Mapping, Sequence
 from app.domain.timeline import Timeline
 from app.publishing.publisher import Append, AppendResults
 from app.repository.event_types import event_type_with_timelines
-from app.repository.timelines import recorded_end
 from app.services import Services
 from app.storage.engine import StorageError
 
@@ -52,7 +51,7 @@ def _move_late_events(services: Services, timeline: Timeline,
     stored = {partition: (batches[partition], offsets) for partition, offsets in results.items()
               if not isinstance(offsets, StorageError)}
     for moves in range(MAX_MOVES + 1):
-        end = recorded_end(services.pool, timeline)
+        end = services.recorded_end(timeline)
         if end is None:
             return  # still active: every event is inside it
         late = {partition: [payload for payload, offset in zip(payloads, offsets, strict=True)

@@ -14,6 +14,7 @@ import gevent
 import gevent.event
 import pytest
 
+from app import services as services_module
 from app.domain.timeline import Timeline
 from app.publishing import late_appends
 from app.publishing.late_appends import checked_append
@@ -195,6 +196,25 @@ def test_newest_offsets_leave_out_the_events_appended_past_the_recorded_end(
     assert all(newest[partition] <= last[partition] for partition in (0, 1))
 
 
+def test_checks_asked_for_at_once_share_a_query(stale, monkeypatch):
+    """While ZooKeeper is away every publish and every stream's read checks: they must
+    not hammer PostgreSQL with one query each."""
+    name = create_event_type(stale, "late")
+    timeline = stale.event_types.get(name)[1].active  # type: ignore[index]
+    asked = []
+
+    def counted(pool, timeline):
+        asked.append(timeline.id)
+        gevent.sleep(0.05)
+        return None
+
+    monkeypatch.setattr(services_module, "recorded_end", counted)
+    checks = [gevent.spawn(stale.recorded_end, timeline) for _ in range(50)]
+    gevent.joinall(checks, raise_error=True)
+    assert [check.value for check in checks] == [None] * 50
+    assert len(asked) <= 2
+
+
 def test_a_process_back_in_step_drops_timelines_a_switch_it_missed_made_old(switcher, stale):
     """Its NOTIFY can come after the process is back: the cache must not be trusted."""
     name = create_event_type(switcher, "late")
@@ -251,11 +271,11 @@ def test_a_publish_that_keeps_landing_past_the_end_gives_up_on_those_partitions(
     stale.zookeeper.stop()
     checks = []
 
-    def always_closed(pool, timeline):  # as if each move met yet another switch
+    def always_closed(timeline):  # as if each move met yet another switch
         checks.append(timeline.id)
         return (-1,) * timeline.partitions
 
-    monkeypatch.setattr(late_appends, "recorded_end", always_closed)
+    monkeypatch.setattr(stale, "recorded_end", always_closed)
     event_type = stale.event_types.get(name)[0]  # type: ignore[index]
     with stale.publishing_gate.publishing(name) as missed_switch:
         items = publish(event_type, old, checked_append(stale, old, missed_switch),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gevent
 import gevent.event
 
-from app.storage.kafka.shared_calls import SharedCalls
+from app.shared_calls import SharedCalls
 
 
 class Counter:

@@ -20,7 +20,6 @@ The modules, one job each:
 - ``producer``: appends, one idempotent producer and its delivery-report thread
 - ``reader``: ``KafkaStreamReader``, a consumer over several partitions
 - ``idle``: ``IdleReaders``, where readers without events wait without a consumer
-- ``shared_calls``: ``SharedCalls``, one call for the callers that ask the same at once
 - ``bounds``: the oldest and newest offset of each partition
 """
 

@@ -8,6 +8,7 @@ from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
+from app.shared_calls import SharedCalls
 from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StorageUnavailable
 from app.storage.kafka.availability import BrokerAvailability
 from app.storage.kafka.bounds import listed_bounds, listed_offsets, partition_bounds
@@ -15,7 +16,6 @@ from app.storage.kafka.clients import KAFKA, STREAM_FETCH_WAIT_MS, Clients
 from app.storage.kafka.idle import CHECK_INTERVAL_S, IdleReaders
 from app.storage.kafka.producer import Appender
 from app.storage.kafka.reader import IDLE_AFTER_S, KafkaStreamReader
-from app.storage.kafka.shared_calls import SharedCalls
 from app.storage.kafka.threads import BlockingCalls
 from app.storage.kafka.topics import Topics
 

@@ -8,9 +8,9 @@ from collections.abc import Iterable, Mapping
 from confluent_kafka import KafkaError, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec, TopicMetadata
 
+from app.shared_calls import SharedCalls
 from app.storage.engine import StorageError, TopicNotFound
 from app.storage.kafka.clients import MAX_MESSAGE_BYTES, Clients, kafka_error, storage_error
-from app.storage.kafka.shared_calls import SharedCalls
 from app.storage.kafka.threads import BlockingCalls
 
 CHECK_TIMEOUT_S = 3.0

@@ -3,7 +3,9 @@
 A storm of streams opening at once (a worker restarted, a load balancer moved
 clients) asks the brokers the same things thousands of times: the ends of a
 topic's partitions (a consumer and a fetch on Tansu) and fresh metadata of every
-topic. Callers here share calls, but never one that started before they asked:
+topic. While ZooKeeper is away, every publish and every stream's read asks
+PostgreSQL for the recorded end of its timeline (``Services.recorded_end``).
+Callers here share calls, but never one that started before they asked:
 a caller joins the call that starts next, once the one in flight (if any) has
 ended. So an answer never predates its question (bounds include every event
 acknowledged before they were asked for), and a burst costs two calls per key
