@@ -63,6 +63,19 @@ def in_step(services: Services, timeout_s: float = 10.0) -> None:
         gevent.sleep(0.05)
 
 
+def event_type_in_step(switcher: Services, stale: Services, source: str | None = None
+                       ) -> tuple[str, Timeline]:
+    """A new event type, its active timeline in ``source`` (else the default storage),
+    and both processes in step with the switches: its name and that timeline."""
+    name = create_event_type(switcher, "late")
+    if source is not None and \
+            switcher.event_types.get(name)[1].active.storage_id != source:  # type: ignore[index]
+        create_timeline(switcher, name, source)
+    in_step(switcher)
+    in_step(stale)
+    return name, stale.event_types.get(name)[1].active  # type: ignore[index]
+
+
 def publish_with(services: Services, name: str, timeline: Timeline, numbers: range) -> None:
     """Publish as a request of ``services``'s process that looked the event type up
     when ``timeline`` was active."""
@@ -87,12 +100,7 @@ def numbers_in(services: Services, timeline: Timeline, last: tuple[int, ...] | N
 @pytest.mark.parametrize(("source", "target"), [("postgres", "kafka"), ("kafka", "postgres")])
 def test_events_appended_past_the_recorded_end_are_moved_to_the_new_timeline(
         switcher, stale, source, target):
-    name = create_event_type(switcher, "late")
-    if switcher.event_types.get(name)[1].active.storage_id != source:  # type: ignore[index]
-        create_timeline(switcher, name, source)
-    in_step(switcher)
-    in_step(stale)
-    old = stale.event_types.get(name)[1].active  # type: ignore[index]
+    name, old = event_type_in_step(switcher, stale, source)
     stale.zookeeper.stop()  # its session ends, its node goes: switches stop waiting for it
 
     publish_with(stale, name, old, range(0, 4))  # before the switch: inside the end
@@ -128,12 +136,7 @@ def test_a_live_reader_leaves_out_the_events_appended_past_the_recorded_end(
     """A reader waiting for the old timeline's next events when the late ones land: in a
     process that saw the switch begin (its poll began before the switch, or during it),
     or in one out of step with the switches."""
-    name = create_event_type(switcher, "late")
-    if switcher.event_types.get(name)[1].active.storage_id != source:  # type: ignore[index]
-        create_timeline(switcher, name, source)
-    in_step(switcher)
-    in_step(stale)
-    old = stale.event_types.get(name)[1].active  # type: ignore[index]
+    name, old = event_type_in_step(switcher, stale, source)
     process = stale if reading == "out of step" else switcher
     reader = TimelinesReader(process.engines.get, process.event_types.get(name)[1],  # type: ignore[index]
                              process.timelines_of(name), {0: -1, 1: -1},
@@ -173,13 +176,10 @@ def test_newest_offsets_leave_out_the_events_appended_past_the_recorded_end(
         switcher, stale, asking):
     """A request that looked the timelines up before the switch: streams from the newest
     offsets, and subscriptions from ``end``, would skip as many new events."""
-    name = create_event_type(switcher, "late")
-    in_step(switcher)
-    in_step(stale)
+    name, old = event_type_in_step(switcher, stale)
     process = switcher if asking == "in step" else stale
     cached = process.event_types.get(name)
     before = cached[1]  # type: ignore[index]
-    old = before.active
     stale.zookeeper.stop()
     publish_with(stale, name, old, range(0, 4))
     create_timeline(switcher, name, "postgres")
