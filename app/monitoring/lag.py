@@ -104,7 +104,7 @@ def subscription_lag(services: Services, subscription_id: str,
     state = SubscriptionState(services.zookeeper, subscription.id)
     if not state.offsets_initialized():
         return 0
-    bounds = partition_bounds(partitions, services.engines.get, known)
+    bounds = partition_bounds(partitions, services.engines.get, services.switch_watch, known)
     lag = 0
     for key, committed in state.committed_many(partitions.partition_keys()).items():
         position = partitions.position(key, committed) if committed else -1

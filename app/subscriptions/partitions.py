@@ -16,7 +16,7 @@ from app.domain.event_type import EventType
 from app.domain.subscription import Subscription
 from app.domain.timeline import OffsetUnknown, Timelines
 from app.domain.topology import PartitionKey, key_order
-from app.storage.across_timelines import EngineFor, timelines_bounds
+from app.storage.across_timelines import EngineFor, SwitchWatch, timelines_bounds
 from app.storage.engine import PartitionBounds
 
 Lookup = Callable[[str], tuple[EventType, Timelines] | None]
@@ -105,13 +105,15 @@ def starting_offsets(subscription: Subscription, partitions: SubscriptionPartiti
 
 
 def partition_bounds(partitions: SubscriptionPartitions, engine_for: EngineFor,
+                     watch_of: Callable[[str], SwitchWatch],
                      known: BoundsByEventType | None = None) -> BoundsByEventType:
     """The available range of every partition, by event type (``StorageError`` when a
-    storage does not answer). Event types in ``known`` are not asked again, and those
-    asked are added to it (one answer per event type for several subscriptions)."""
+    storage does not answer; ``watch_of`` gives an event type's ``SwitchWatch``). Event
+    types in ``known`` are not asked again, and those asked are added to it (one answer
+    per event type for several subscriptions)."""
     known = {} if known is None else known
     for name in partitions.timelines:
         if name not in known:
-            known[name] = {b.partition: b
-                           for b in timelines_bounds(engine_for, partitions.current(name))}
+            known[name] = {b.partition: b for b in timelines_bounds(
+                engine_for, partitions.current(name), watch_of(name))}
     return {name: known[name] for name in partitions.timelines}

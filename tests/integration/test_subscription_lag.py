@@ -47,7 +47,8 @@ def subscription_from_begin(services: Services, name: str) -> str:
     partitions = subscription_partitions(subscription, services.event_types.get)
     SubscriptionState(services.zookeeper, subscription.id).initialize_offsets(
         starting_offsets(subscription, partitions,
-                         partition_bounds(partitions, services.engines.get)))
+                         partition_bounds(partitions, services.engines.get,
+                                          services.switch_watch)))
     return subscription.id
 
 
