@@ -112,8 +112,8 @@ def stream_events(name: str) -> Response:
     meter = StreamMeter(current.kpis, current.kpis.client(g.subject), event_type=name)
     try:
         stream, slots = open_event_stream(
-            current.zookeeper, current.engines.get, timeline, current.timelines_of(name),
-            current.switch_watch(name), positions, limits,
+            current.zookeeper, current.engines.get, timeline, current.switch_watch(name),
+            positions, limits,
             current.settings.max_streams_per_partition, request.environ.get("gunicorn.socket"),
             consumer_still_allowed([name]), meter.batch)
     except BaseException as error:

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping, Sequence
 
 from app.domain.timeline import Timeline
 from app.publishing.publisher import Append, AppendResults
-from app.repository.event_types import event_type_with_timelines
 from app.services import Services
 from app.storage.engine import StorageError
 
@@ -66,8 +65,8 @@ def _move_late_events(services: Services, timeline: Timeline,
                     f"the timeline of '{timeline.event_type}' switched {MAX_MOVES + 1} times "
                     "while this batch was published; publish it again")
             return
-        services.event_types.forget(timeline.event_type)
-        found = event_type_with_timelines(services.pool, timeline.event_type)
+        services.event_types.forget(timeline.event_type)  # read again from the database
+        found = services.event_types.get(timeline.event_type)
         if found is None:
             return  # deleted meanwhile: as for any publish that races a deletion
         timeline = found[1].active

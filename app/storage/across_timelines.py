@@ -136,15 +136,15 @@ def read_after(engine_for: EngineFor, timelines: Timelines, partition: int, afte
 class TimelinesReader:
     """A ``StreamReader`` in positions over all timelines of an event type.
 
-    ``current`` gives the newest known timelines (the event type cache); the
-    reader looks at it on every poll, so a switch is followed within a poll."""
+    ``watch.current`` gives the newest known timelines (the event type cache); the
+    reader looks at it on every poll, so a switch is followed within a poll (never
+    with ``NO_WATCH``)."""
 
     def __init__(self, engine_for: EngineFor, timelines: Timelines,
-                 current: Callable[[], Timelines | None], positions: Mapping[int, int],
-                 watch: SwitchWatch = NO_WATCH) -> None:
+                 positions: Mapping[int, int], watch: SwitchWatch = NO_WATCH) -> None:
         self._engine_for = engine_for
         self._timelines = timelines
-        self._current = current
+        self._current = watch.current
         self._watch = watch
         self._positions = dict(positions)
         self._placed: dict[int, int] = {}  # partition -> index of the timeline read

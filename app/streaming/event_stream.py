@@ -116,23 +116,22 @@ class EventStream:
 
 
 def open_event_stream(zookeeper: KazooClient, engine_for: EngineFor, timelines: Timelines,
-                      current: Callable[[], Timelines | None], watch: SwitchWatch,
-                      positions: dict[int, int], limits: StreamLimits,
+                      watch: SwitchWatch, positions: dict[int, int], limits: StreamLimits,
                       max_streams_per_partition: int, connection: socket.socket | None,
                       still_exists: Callable[[], bool],
                       on_batch: Callable[[str, int, int], None] = lambda *_: None
                       ) -> tuple[EventStream, StreamSlots]:
     """A stream of the partitions in ``positions``, reading after each position through
-    every timeline (``current`` gives the newest ones, ``watch`` keeps out events
-    published past a switch's recorded end), with a slot taken on each partition
+    every timeline (``watch`` gives the newest ones and keeps out events published
+    past a switch's recorded end), with a slot taken on each partition
     (``TooManyStreams`` when one has none free). The caller releases the slots when
     the stream ends."""
     slots = claim_slots(zookeeper, timelines.event_type, sorted(positions),
                         max_streams_per_partition)
     try:
-        reader = TimelinesReader(engine_for, timelines, current, positions, watch)
+        reader = TimelinesReader(engine_for, timelines, positions, watch)
     except BaseException:
         slots.release()
         raise
     return EventStream(reader, timelines, positions, limits, connection, still_exists,
-                       current=current, on_batch=on_batch), slots
+                       current=watch.current, on_batch=on_batch), slots

@@ -148,8 +148,8 @@ class PartitionReaders:
     def _start(self, event_type: str, positions: dict[int, int]) -> None:
         partitions = self._partitions
         watch = self._switch_watch(event_type) if self._switch_watch is not None else NO_WATCH
-        reader = TimelinesReader(self._engine_for, partitions.current(event_type),
-                                 lambda: partitions.current(event_type), positions, watch)
+        reader = TimelinesReader(self._engine_for, partitions.current(event_type), positions,
+                                 watch)
         pump = self._pumps[event_type] = _Pump(reader, frozenset(positions))
         gevent.spawn(self._pump, event_type, pump)
 

@@ -139,8 +139,7 @@ def test_a_live_reader_leaves_out_the_events_appended_past_the_recorded_end(
     name, old = event_type_in_step(switcher, stale, source)
     process = stale if reading == "out of step" else switcher
     reader = TimelinesReader(process.engines.get, process.event_types.get(name)[1],  # type: ignore[index]
-                             process.timelines_of(name), {0: -1, 1: -1},
-                             process.switch_watch(name))
+                             {0: -1, 1: -1}, process.switch_watch(name))
     stale.zookeeper.stop()
     publish_with(stale, name, old, range(0, 4))
     got = read_until(reader, 4)
