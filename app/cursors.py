@@ -19,7 +19,7 @@ from app.domain.timeline import OffsetUnknown, Timelines
 from app.storage.engine import PartitionBounds
 
 BEGIN = "begin"
-PARTITION_NAME = re.compile(r"^(0|[1-9][0-9]{0,8})$")
+PARTITION_NAME = re.compile(r"0|[1-9][0-9]{0,8}")
 
 
 class CursorInvalid(ValueError):
@@ -46,7 +46,7 @@ def check_shape(cursor: Any) -> tuple[str, str]:
 
 def is_partition(name: Any, partitions: int) -> bool:
     """Whether ``name`` names one of ``partitions`` partitions: "0", "1", ..."""
-    return (isinstance(name, str) and PARTITION_NAME.match(name) is not None
+    return (isinstance(name, str) and PARTITION_NAME.fullmatch(name) is not None
             and int(name) < partitions)
 
 

@@ -33,7 +33,7 @@ from app.subscriptions.partitions import starting_offsets
 blueprint = Blueprint("subscription_cursors", __name__)
 
 STREAM_ID_HEADER = "X-Nakadi-StreamId"
-UUID_FORM = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+UUID_FORM = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 
 
 def _no_content() -> Response:
@@ -62,7 +62,7 @@ def _stream_id() -> str:
     if not stream_id:
         raise Problem(422, f"the {STREAM_ID_HEADER} header is required: send the one the "
                            "stream's response carried")
-    if UUID_FORM.match(stream_id) is None:
+    if UUID_FORM.fullmatch(stream_id) is None:
         raise Problem(422, f"{STREAM_ID_HEADER} {stream_id!r} is not a stream id; send the one "
                            "the stream's response carried")
     return stream_id

@@ -25,7 +25,7 @@ from app.repository.database import ConnectionPool
 
 COLUMNS = ('id, owning_application, event_types, consumer_group, read_from, initial_cursors,'
            ' "authorization", created_at, updated_at')
-UUID = re.compile(r"^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$")
+UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 CHANGES_CHANNEL = "nakadi_subscriptions"
 NOTIFY_CHANGE = f"SELECT pg_notify('{CHANGES_CHANNEL}', %s)"
 # A create that finds its key taken, and the holder deleted before it could be
@@ -49,7 +49,7 @@ class SubscriptionPage:
 
 def is_subscription_id(value: str) -> bool:
     """Whether ``value`` has the form of a subscription id (a UUID in canonical form)."""
-    return UUID.match(value) is not None
+    return UUID.fullmatch(value) is not None
 
 
 def key_digest(owning_application: str, event_types: Sequence[str], consumer_group: str) -> str:

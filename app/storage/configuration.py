@@ -18,8 +18,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 from app.repository.storages import Storage
 
-STORAGE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.\-]{0,35}$")
-BROKER = re.compile(r"^[A-Za-z0-9_.\-]+:([0-9]{1,5})$|^\[[0-9A-Fa-f:.]+\]:([0-9]{1,5})$")
+STORAGE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.\-]{0,35}")
+BROKER = re.compile(r"[A-Za-z0-9_.\-]+:([0-9]{1,5})|\[[0-9A-Fa-f:.]+\]:([0-9]{1,5})")
 DATABASE_URL = re.compile(r"^postgres(ql)?://")
 TYPES = ("kafka", "postgres")
 
@@ -48,7 +48,7 @@ def _bootstrap_servers(configuration: Mapping[str, Any]) -> str:
         raise StorageInvalid("kafka_configuration.bootstrap_servers: is required: the Kafka "
                              "brokers to connect to, as 'host:port[,host:port...]'")
     for server in servers.split(","):
-        match = BROKER.match(server.strip())
+        match = BROKER.fullmatch(server.strip())
         port = match and int(match.group(1) or match.group(2))
         if not port or port > 65535:
             raise StorageInvalid(f"kafka_configuration.bootstrap_servers: {server.strip()!r} "
@@ -73,7 +73,7 @@ def storage_from_body(body: Any) -> Storage:
         raise StorageInvalid('the body must be a Storage object: {"id": ..., "storage_type": '
                              '"kafka" or "postgres", and its "<type>_configuration"}')
     storage_id = body.get("id")
-    if not isinstance(storage_id, str) or not STORAGE_ID.match(storage_id):
+    if not isinstance(storage_id, str) or not STORAGE_ID.fullmatch(storage_id):
         raise StorageInvalid("id: is required: 1 to 36 letters, digits, '.', '_' or '-', "
                              "starting with a letter or digit")
     storage_type = body.get("storage_type")

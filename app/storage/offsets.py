@@ -15,7 +15,7 @@ import re
 FORMAT_VERSION = 1
 _VERSION_PREFIX = f"{FORMAT_VERSION:03d}-"
 MAX_TIMELINE = 9999
-OFFSET_PATTERN = re.compile(r"^(\d{3})-(\d{4})-(\d{18}|-1)$")
+OFFSET_PATTERN = re.compile(r"([0-9]{3})-([0-9]{4})-([0-9]{18}|-1)")
 
 
 class InvalidOffset(ValueError):
@@ -33,7 +33,7 @@ def encode_offset(timeline: int, offset: int) -> str:
 
 def decode_offset(text: str) -> tuple[int, int]:
     """(timeline, engine offset) of a client's offset string."""
-    match = OFFSET_PATTERN.match(text)
+    match = OFFSET_PATTERN.fullmatch(text)
     if match is None or int(match.group(1)) != FORMAT_VERSION:
         raise InvalidOffset(f"offset {text!r} is not of the form 001-TTTT-NNNNNNNNNNNNNNNNNN")
     timeline = int(match.group(2))

@@ -90,6 +90,7 @@ def test_passwords_of_database_urls_are_not_shown(base_url, storages, stack_env)
     ({"storage_type": "kafka"}, "id: is required"),
     ({"id": "has space", "storage_type": "postgres"}, "id: is required"),
     ({"id": "x" * 37, "storage_type": "postgres"}, "id: is required"),
+    ({"id": "s\n", "storage_type": "postgres"}, "id: is required"),  # Python's $ took it
     ({"id": "s", "storage_type": "redis"}, "storage_type: must be one of kafka, postgres"),
     ({"id": "s", "storage_type": "kafka"}, "kafka_configuration: is required"),
     ({"id": "s", "storage_type": "kafka", "kafka_configuration": {}},

@@ -22,6 +22,8 @@ def test_string_order_is_event_order_within_and_across_timelines():
 @pytest.mark.parametrize("text", [
     "", "42", "begin", "001-0001-42", "002-0001-000000000000000042", "001-0000-000000000000000001",
     "001-0001-00000000000000004x", "001-0001--2", " 001-0001-000000000000000042",
+    # Python's $ also matches before a last newline, and \d takes other scripts' digits.
+    "001-0001-000000000000000042\n", "001-0001--1\n", "001-0001-00000000000000004\u0662",
 ])
 def test_strings_the_broker_never_issued_are_refused(text):
     with pytest.raises(InvalidOffset):
