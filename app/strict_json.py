@@ -67,6 +67,24 @@ def raw_decode(text: str, index: int) -> tuple[Any, int]:
     return value, end
 
 
+def nesting(value: Any, limit: int) -> int:
+    """How deeply ``value`` nests arrays and objects (0 for a scalar), counted up to one
+    past ``limit``; level by level, without recursing."""
+    depth, level = 0, [value]
+    while level:
+        depth += 1
+        if depth > limit:
+            return depth
+        following: list[Any] = []
+        for item in level:
+            if isinstance(item, dict):
+                following.extend(item.values())
+            elif isinstance(item, list):
+                following.extend(item)
+        level = following
+    return depth - 1
+
+
 def find_nul(value: Any, path: str = "") -> str | None:
     """The path of the first string or key holding a NUL character, if any (PostgreSQL
     text and jsonb refuse them)."""

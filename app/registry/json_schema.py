@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, NoReturn
+from typing import TYPE_CHECKING, Any
 
 from jsonschema import Draft4Validator
 from jsonschema.exceptions import best_match
 from referencing import Registry
 from referencing.exceptions import Unresolvable
 from referencing.jsonschema import DRAFT4
+
+from app import strict_json
+from app.registry.formats import schema_format_checker
 
 if TYPE_CHECKING:  # referencing does not export the type at its top level
     from referencing._core import Resolver
@@ -31,7 +34,7 @@ SCHEMA_KEYWORDS = ("additionalItems", "additionalProperties", "items", "not")
 SCHEMA_LIST_KEYWORDS = ("allOf", "anyOf", "oneOf", "items")
 _SCHEMA_MAP_KEYWORDS = ("definitions", "properties", "patternProperties", "dependencies")
 _META_SCHEMA_VALIDATOR = Draft4Validator(
-    Draft4Validator.META_SCHEMA, format_checker=Draft4Validator.FORMAT_CHECKER
+    Draft4Validator.META_SCHEMA, format_checker=schema_format_checker()
 )
 
 
@@ -39,39 +42,21 @@ class SchemaTextInvalid(ValueError):
     """The schema text is not a JSON object; the message says why."""
 
 
-def _refuse_constant(name: str) -> NoReturn:
-    raise SchemaTextInvalid(f"{name} is not valid JSON")
-
-
-def _nesting(value: Any) -> int:
-    depth, level = 0, [value]
-    while level:
-        depth += 1
-        if depth > MAX_NESTING:
-            return depth
-        following: list[Any] = []
-        for item in level:
-            if isinstance(item, dict):
-                following.extend(item.values())
-            elif isinstance(item, list):
-                following.extend(item)
-        level = following
-    return depth - 1
-
-
 def parse_schema_text(text: str) -> dict[str, Any]:
-    """The JSON object held by `text`; raises SchemaTextInvalid saying what is wrong."""
+    """The JSON object held by `text`, read by the rules request bodies are read by
+    (`strict_json`: no `1e999`, which would become infinity); raises SchemaTextInvalid
+    saying what is wrong."""
     try:
-        document = json.loads(text, parse_constant=_refuse_constant)
-    except SchemaTextInvalid:
-        raise
-    except RecursionError:
-        raise SchemaTextInvalid(f"is nested more than {MAX_NESTING} levels deep") from None
-    except ValueError as error:
+        document = strict_json.loads(text.encode())
+    except UnicodeEncodeError:
+        raise SchemaTextInvalid("is not valid JSON (it holds a lone UTF-16 surrogate)") from None
+    except strict_json.InvalidJson as error:
+        if "deep" in str(error) or "depth" in str(error):
+            raise SchemaTextInvalid(f"is nested more than {MAX_NESTING} levels deep") from None
         raise SchemaTextInvalid(f"is not valid JSON ({error})") from None
     if not isinstance(document, dict):
         raise SchemaTextInvalid("must be a JSON object holding a JSON Schema")
-    if _nesting(document) > MAX_NESTING:
+    if strict_json.nesting(document, MAX_NESTING) > MAX_NESTING:
         raise SchemaTextInvalid(f"is nested more than {MAX_NESTING} levels deep")
     return document
 
@@ -133,25 +118,51 @@ def resolver_for(schema: Mapping[str, Any]) -> Resolver[Any]:
     return Registry().with_resource(resource.id() or "", resource).resolver(resource.id() or "")
 
 
-def unresolvable_refs(schema: Mapping[str, Any]) -> list[str]:
-    """Every `$ref` in `schema` that does not resolve inside the document, as `ref at #/path`."""
+def ref_problems(schema: Mapping[str, Any]) -> list[str]:
+    """Why each `$ref` of `schema` cannot be followed, naming it and where it is: it is not
+    a string, does not resolve inside the document, or leads to something that is not a
+    schema; or an `id` or `$ref` is not a URI. Validating an event that reaches such a
+    `$ref` would fail, as a 500."""
     problems: list[str] = []
 
     def visit(
         node: Mapping[str, Any], path: tuple[str | int, ...], resolver: Resolver[Any]
     ) -> None:
-        resolver = resolver.in_subresource(DRAFT4.create_resource(node))
-        ref = node.get("$ref")
-        if isinstance(ref, str):
-            try:
-                resolver.lookup(ref)
-            except Unresolvable:
-                problems.append(f"{ref!r} at {pointer(path)}")
+        where = pointer(path)
+        try:
+            resolver = resolver.in_subresource(DRAFT4.create_resource(node))
+        except ValueError as error:  # urljoin refuses an id such as "http://[::1"
+            problems.append(f"the id at {where} is not a URI ({error})")
+            return
+        if "$ref" in node:
+            ref = node["$ref"]
+            if not isinstance(ref, str):
+                problems.append(f"$ref at {where} must be a string (a URI reference), "
+                                f"not {json.dumps(ref)[:40]}")
+            else:
+                problems.extend(_target_problem(ref, where, resolver))
         for relative, child in subschemas(node):
             visit(child, path + relative, resolver)
 
-    visit(schema, (), resolver_for(schema))
+    try:
+        root = resolver_for(schema)
+    except ValueError as error:
+        return [f"the id at # is not a URI ({error})"]
+    visit(schema, (), root)
     return problems
+
+
+def _target_problem(ref: str, where: str, resolver: Resolver[Any]) -> list[str]:
+    try:
+        target = resolver.lookup(ref).contents
+    except Unresolvable:
+        return [f"$ref {ref!r} at {where} does not resolve (only references inside the "
+                "schema can)"]
+    except ValueError as error:
+        return [f"$ref {ref!r} at {where} is not a URI reference ({error})"]
+    if not isinstance(target, dict):
+        return [f"$ref {ref!r} at {where} leads to {json.dumps(target)[:40]}, not a schema"]
+    return []
 
 
 def has_field(schema: Mapping[str, Any], dotted_path: str) -> bool:
@@ -172,12 +183,15 @@ def _declares(
     budget[0] -= 1
     if budget[0] < 0:  # guards against $ref cycles
         return False
-    resolver = resolver.in_subresource(DRAFT4.create_resource(node))
+    try:
+        resolver = resolver.in_subresource(DRAFT4.create_resource(node))
+    except ValueError:  # an id that is not a URI: ref_problems refuses the schema
+        return False
     ref = node.get("$ref")
     if isinstance(ref, str):
         try:
             resolved = resolver.lookup(ref)
-        except Unresolvable:
+        except (Unresolvable, ValueError):
             return False
         return isinstance(resolved.contents, dict) and _declares(
             resolved.contents, parts, resolved.resolver, budget

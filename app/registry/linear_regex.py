@@ -80,7 +80,7 @@ def compiled(pattern: str) -> Any:
     """The pattern compiled by RE2; `PatternNotLinear` when it cannot be."""
     try:
         re.compile(pattern)
-    except re.error as error:
+    except (re.error, OverflowError, RecursionError) as error:
         raise PatternNotLinear(f"is not a valid regular expression: {error}") from None
     try:
         return re2.compile(_rewritten(pattern), _OPTIONS)

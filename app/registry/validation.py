@@ -19,7 +19,7 @@ from app.registry.json_schema import (
     meta_schema_problem,
     parse_schema_text,
     pointer,
-    unresolvable_refs,
+    ref_problems,
     walk,
 )
 from app.registry.linear_regex import pattern_problem
@@ -200,10 +200,7 @@ def _schema(event_type: EventType) -> list[FieldError]:
     problem = meta_schema_problem(schema) or pattern_problem(schema)
     if problem is not None:
         return [FieldError(field, problem)]
-    errors = [
-        FieldError(field, f"$ref {ref} does not resolve (only references inside the schema can)")
-        for ref in unresolvable_refs(schema)
-    ]
+    errors = [FieldError(field, problem) for problem in ref_problems(schema)]
     if schema.get("type", "object") != "object":
         errors.append(
             FieldError(field, "the top-level type must be object (events are JSON objects)")

@@ -3,6 +3,7 @@ import re
 import pytest
 
 from app.registry.event_validator import EventValidator
+from app.registry.json_schema import meta_schema_problem
 from app.registry.linear_regex import (
     PatternNotLinear,
     compiled,
@@ -46,6 +47,14 @@ def test_catastrophic_pattern_is_matched_without_backtracking():
     assert validator.error_for({"s": "aaa"}) is None
     assert "does not match" in validator.error_for({"s": ATTACK})
     assert validator.error_for({ATTACK: 1}) is not None
+
+
+@pytest.mark.parametrize("pattern", ["a{4294967296}", "(" * 1000 + "a" + ")" * 1000])
+def test_patterns_too_large_for_python_re_are_refused_not_a_crash(pattern):
+    problem = pattern_problem({"patternProperties": {pattern: {}}})
+    assert "is not a valid regular expression" in problem
+    schema = {"properties": {"x": {"pattern": pattern}}}
+    assert "#/properties/x/pattern" in meta_schema_problem(schema)
 
 
 @pytest.mark.parametrize("pattern", [r"(a)\1", r"a(?=b)", r"(?<!x)y"])

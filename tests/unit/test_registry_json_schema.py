@@ -8,7 +8,7 @@ from app.registry.json_schema import (
     meta_schema_problem,
     parse_schema_text,
     pointer,
-    unresolvable_refs,
+    ref_problems,
     walk,
 )
 
@@ -24,7 +24,12 @@ def test_parse_schema_text_returns_the_object():
         ("{", "is not valid JSON"),
         ('"schema"', "must be a JSON object"),
         ("[]", "must be a JSON object"),
-        ('{"maximum": Infinity}', "Infinity is not valid JSON"),
+        ('{"maximum": Infinity}', "is not valid JSON .*column 13"),
+        # As request bodies are read: json.loads took these for infinity (and the enum
+        # then refused every event, naming [None]).
+        ('{"maximum": 1e999}', "is not valid JSON .*infinity"),
+        ('{"enum": [-1e999]}', "is not valid JSON .*infinity"),
+        ('{"title": "\\ud800"}', "is not valid JSON .*surrogate"),
         ('{"a": ' * 101 + "1" + "}" * 101, "nested more than 100 levels"),
         ("[" * 50_000 + "]" * 50_000, "nested more than 100 levels"),
     ],
@@ -87,7 +92,7 @@ def test_refs_that_resolve_inside_the_document_are_fine():
         "definitions": {"a": {"type": "string"}, "b": {"$ref": "#/definitions/a"}},
         "properties": {"x": {"$ref": "#/definitions/b"}, "self": {"$ref": "#"}},
     }
-    assert unresolvable_refs(schema) == []
+    assert ref_problems(schema) == []
 
 
 def test_refs_follow_id_scopes():
@@ -100,7 +105,7 @@ def test_refs_follow_id_scopes():
             }
         }
     }
-    assert unresolvable_refs(schema) == []
+    assert ref_problems(schema) == []
 
 
 def test_refs_resolve_against_the_root_id():
@@ -112,7 +117,7 @@ def test_refs_resolve_against_the_root_id():
             "y": {"$ref": "order.json#/definitions/a"},
         },
     }
-    assert unresolvable_refs(schema) == []
+    assert ref_problems(schema) == []
     assert has_field(
         {
             **schema,
@@ -131,11 +136,35 @@ def test_refs_that_do_not_resolve_are_listed():
             "c": {"$ref": "other.json#/x"},
         }
     }
-    assert unresolvable_refs(schema) == [
-        "'#/definitions/missing' at #/properties/a",
-        "'http://example.com/schema.json' at #/properties/b",
-        "'other.json#/x' at #/properties/c",
+    assert ref_problems(schema) == [
+        f"$ref {ref!r} at #/properties/{name} does not resolve (only references inside the "
+        "schema can)"
+        for name, ref in (("a", "#/definitions/missing"), ("b", "http://example.com/schema.json"),
+                          ("c", "other.json#/x"))
     ]
+
+
+@pytest.mark.parametrize(
+    ("schema", "problem"),
+    [
+        ({"properties": {"a": {"$ref": 5}}},
+         "$ref at #/properties/a must be a string (a URI reference), not 5"),
+        ({"not": {"$ref": None}}, "$ref at #/not must be a string (a URI reference), not null"),
+        ({"required": ["a"], "properties": {"a": {"$ref": "#/required"}}},
+         "$ref '#/required' at #/properties/a leads to [\"a\"], not a schema"),
+        ({"title": "t", "properties": {"a": {"$ref": "#/title"}}},
+         "$ref '#/title' at #/properties/a leads to \"t\", not a schema"),
+        ({"id": "http://[::1", "definitions": {"q": {}},
+          "properties": {"a": {"$ref": "#/definitions/q"}}},
+         "the id at # is not a URI (Invalid IPv6 URL)"),
+        ({"id": "http://[x", "properties": {"a": {"type": "string"}}},
+         "the id at # is not a URI (Invalid IPv6 URL)"),
+    ],
+)
+def test_refs_a_validator_could_not_follow_are_refused(schema, problem):
+    """Each of these used to pass, and then fail every event that reached it with a 500."""
+    assert ref_problems(schema) == [problem]
+    assert not has_field(schema, "a.b")
 
 
 SCHEMA_WITH_FIELDS = {

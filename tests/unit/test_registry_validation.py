@@ -155,7 +155,7 @@ CASES = [
     (
         business_body(schema={"type": "json_schema", "schema": '{"maximum": NaN}'}),
         "schema.schema",
-        "NaN is not valid JSON",
+        "is not valid JSON (unexpected character, expected a JSON value: line 1 column 13",
     ),
     (
         business_body(schema=schema_of({"properties": {"order_number": {"type": "strin"}}})),
