@@ -8,7 +8,7 @@ from flask import Blueprint, Response, jsonify
 
 from app.api.body import json_body
 from app.api.lookups import event_type_or_404
-from app.api.params import int_param, pagination_links
+from app.api.params import MAX_OFFSET, int_param, pagination_links
 from app.domain.event_type_document import event_type_document, schema_document
 from app.domain.security import Feature
 from app.problems import Problem, problem_response
@@ -26,7 +26,7 @@ from app.services import services
 
 blueprint = Blueprint("event_types", __name__)
 
-VERSION = re.compile(r"^\d{1,9}\.\d{1,9}\.\d{1,9}$")
+VERSION = re.compile(r"(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})\.(0|[1-9][0-9]{0,8})")
 
 
 @blueprint.errorhandler(EventTypeInvalid)
@@ -105,7 +105,7 @@ def delete(name: str) -> tuple[str, int]:
 def list_schemas(name: str) -> Response:
     event_type_or_404(name, fresh=True)
     limit = int_param("limit", 20, 1, 1000)
-    offset = int_param("offset", 0, 0)
+    offset = int_param("offset", 0, 0, MAX_OFFSET)
     versions, total = repository.schema_versions(services().pool, name, offset, limit)
     links = pagination_links(offset, limit, offset + limit < total)
     return jsonify({"_links": links, "items": [schema_document(v) for v in versions]})
@@ -127,7 +127,7 @@ def get_schema(name: str, version: str) -> Response:
     if version == "latest":
         return jsonify(schema_document(event_type.schema))
     found = None
-    if VERSION.match(version):
+    if VERSION.fullmatch(version):
         found = repository.schema_version(services().pool, name, version)
     if found is None:
         raise Problem(404, f"EventType '{name}' has no schema version {version}.")

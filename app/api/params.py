@@ -11,8 +11,11 @@ from flask import request
 
 from app.problems import Problem
 
-# Python's int() also takes "1_0", "+5", " 5" and non-ASCII digits; a query integer is digits.
-INTEGER = re.compile(r"-?[0-9]+")
+# Python's int() also takes "1_0", "+5", " 5" and non-ASCII digits; a query integer is digits,
+# at most 19 of them: no bound here is larger, and int() refuses more than 4,300 (a 500).
+INTEGER = re.compile(r"-?[0-9]{1,19}")
+MAX_OFFSET = 2**63 - 1
+"""The largest paging offset: PostgreSQL's OFFSET is a bigint."""
 
 
 def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
@@ -22,12 +25,11 @@ def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
     raw = (request.args if source is None else source).get(name)
     if raw is None or raw == "":
         return default
-    if INTEGER.fullmatch(raw) is None:
-        raise Problem(status, f"'{name}' must be an integer, got {raw!r}")
-    value = int(raw)
-    if value < minimum or (maximum is not None and value > maximum):
-        bounds = f"between {minimum} and {maximum}" if maximum is not None else f">= {minimum}"
-        raise Problem(status, f"'{name}' must be {bounds}, got {value}")
+    bounds = (f"between {minimum} and {maximum}" if maximum is not None
+              else f">= {minimum} of at most 19 digits")
+    value = int(raw) if INTEGER.fullmatch(raw) is not None else None
+    if value is None or value < minimum or (maximum is not None and value > maximum):
+        raise Problem(status, f"'{name}' must be an integer {bounds}, got {raw[:40]!r}")
     return value
 
 

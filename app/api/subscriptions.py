@@ -6,7 +6,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, jsonify, request
 
 from app.api.body import json_body
-from app.api.params import bool_param, int_param, pagination_links
+from app.api.params import MAX_OFFSET, bool_param, int_param, pagination_links
 from app.domain.security import Feature
 from app.problems import Problem, problem_response
 from app.security.guard import feature_enabled, needs_scope, require_subscription
@@ -16,9 +16,6 @@ from app.subscriptions import crud
 from app.subscriptions.body import SubscriptionInvalid, subscription_view
 
 blueprint = Blueprint("subscriptions", __name__)
-
-MAX_OFFSET = 2**63 - 1  # PostgreSQL's OFFSET is a bigint
-
 
 @blueprint.errorhandler(SubscriptionInvalid)
 def _invalid(error: SubscriptionInvalid) -> Response:

@@ -14,6 +14,17 @@ MAX_EVENT_BYTES = 999_000
 WHITESPACE = " \t\n\r"
 
 
+MAX_STORED_NESTING = 254
+"""How deeply an event may nest arrays and objects: as deeply as orjson writes. Bodies
+are read up to about 1,000 levels (``strict_json``), so deeper events fail at publishing."""
+TOO_DEEP = (f"the event nests arrays and objects more than {MAX_STORED_NESTING} levels deep, "
+            "more than the broker stores")
+
+
+class EventTooDeep(ValueError):
+    """An event (or a value in it) nests deeper than ``MAX_STORED_NESTING``."""
+
+
 class BatchUnreadable(ValueError):
     """The body is not JSON."""
 
@@ -85,9 +96,17 @@ def _events_with_sizes(text: str) -> tuple[list[Any], list[int]]:
     return events, sizes
 
 
-def dumps(event: Any) -> bytes:
-    """The stored form of an event: compact JSON, keys in the producer's order."""
+def dumps(value: Any, sort_keys: bool = False) -> bytes:
+    """Compact JSON of an event (its stored form) or of a value in it, keys in the
+    producer's order or sorted. Raises ``EventTooDeep`` past ``MAX_STORED_NESTING``."""
     try:
-        return orjson.dumps(event)
-    except TypeError:  # an integer beyond 64 bits
-        return json.dumps(event, ensure_ascii=False, separators=(",", ":")).encode()
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None)
+    except orjson.JSONEncodeError as error:
+        if "ecursion" in str(error):
+            raise EventTooDeep(TOO_DEEP) from None
+    # An integer beyond 64 bits, which orjson does not write; the standard library would
+    # write deeper values than orjson, but events are held to one limit.
+    if strict_json.nesting(value, MAX_STORED_NESTING) > MAX_STORED_NESTING:
+        raise EventTooDeep(TOO_DEEP)
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"),
+                      sort_keys=sort_keys).encode()

@@ -8,10 +8,9 @@ from functools import partial
 from hashlib import blake2b
 from typing import Any
 
-import orjson
-
 from app.cursors import is_partition
 from app.domain.event_type import EventType
+from app.publishing.batch import EventTooDeep, dumps
 
 KEY_SEPARATOR = b"\x1f"
 
@@ -25,8 +24,10 @@ def hash_partition(values: Sequence[Any], partitions: int) -> int:
     (Python's own ``hash`` is salted per process)."""
     if len(values) == 1 and isinstance(values[0], str):  # the usual key: the same bytes
         return _partition_of(values[0].encode(), partitions)
-    parts = [v.encode() if isinstance(v, str) else orjson.dumps(v, option=orjson.OPT_SORT_KEYS)
-             for v in values]
+    try:
+        parts = [v.encode() if isinstance(v, str) else dumps(v, sort_keys=True) for v in values]
+    except EventTooDeep as error:
+        raise PartitioningFailed(f"a partition key field: {error}") from None
     return _partition_of(KEY_SEPARATOR.join(parts), partitions)
 
 

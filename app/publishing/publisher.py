@@ -3,7 +3,8 @@
 Each step runs over the whole batch before the next begins. A step that
 fails for any event rejects the batch (422): the failing events are
 ``failed`` with that step and a detail, the others ``aborted``, and nothing is
-written. Storage failures affect only the partitions they hit (207).
+written; so does an event too deep to be stored (``publishing``). Storage
+failures affect only the partitions they hit (207).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 
 from app.domain.event_type import EventType
 from app.domain.timeline import Timeline
-from app.publishing.batch import MAX_EVENT_BYTES, dumps
+from app.publishing.batch import MAX_EVENT_BYTES, EventTooDeep, dumps
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partitioner
 from app.registry.timestamps import rfc3339
@@ -75,6 +76,14 @@ def _run_step(items: list[Item], step: str,
         raise BatchRejected(items)
 
 
+def _unstorable(index: int, item: Item) -> str | None:
+    try:
+        dumps(item.event)
+    except EventTooDeep as error:
+        return str(error)
+    return None
+
+
 def publish(event_type: EventType, timeline: Timeline, append: Append, events: list[Any],
             sizes: list[int] | None, flow_id: str) -> list[Item]:
     """Publish a batch to ``timeline`` through ``append``; returns its items. Raises
@@ -126,8 +135,12 @@ def publish(event_type: EventType, timeline: Timeline, append: Append, events: l
         item.step = "publishing"
         by_partition[item.partition].append(item)
     try:
-        results = append(
-            {p: [dumps(item.event) for item in group] for p, group in by_partition.items()})
+        payloads = {p: [dumps(item.event) for item in group] for p, group in by_partition.items()}
+    except EventTooDeep:
+        _run_step(items, "publishing", _unstorable)  # rejects the batch, naming each
+        raise
+    try:
+        results = append(payloads)
     except StorageError as error:
         results = dict.fromkeys(by_partition, error)
     outages = [result for result in results.values() if isinstance(result, StorageUnavailable)]

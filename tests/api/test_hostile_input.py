@@ -170,3 +170,83 @@ def test_a_pattern_that_cannot_be_matched_in_linear_time_is_refused(base_url, pa
         "category": "undefined", "schema": _schema_with(schema)})
     detail = assert_problem(response, 422)["detail"]
     assert "#/properties/code/pattern" in detail and "linear time" in detail
+
+
+# Inputs that passed the checks and then raised, as 500s (found by review, 2026-11-27).
+
+@pytest.mark.parametrize(("schema", "detail"), [
+    # Each reached the fallback validator's $ref handling with something it cannot follow.
+    ({"properties": {"a": {"$ref": 5}}}, "$ref at #/properties/a must be a string"),
+    ({"required": ["a"], "properties": {"a": {"$ref": "#/required"}}}, "not a schema"),
+    ({"id": "http://[::1", "definitions": {"q": {}},
+      "properties": {"a": {"$ref": "#/definitions/q"}}}, "the id at # is not a URI"),
+    # re raises OverflowError, not re.error, for repetitions of 2**32 and more.
+    ({"properties": {"a": {"type": "string", "pattern": "a{4294967296}"}}}, "#/properties/a"),
+    ({"patternProperties": {"a{4294967296}": {}}}, "not a valid regular expression"),
+    # json.loads read 1e999 as infinity; the enum then refused every event, naming [None].
+    ({"properties": {"a": {"enum": ["x"]}}, "maximum": "1e999"}, "infinity"),
+])
+def test_schemas_a_validator_could_not_use_are_refused(base_url, schema, detail):
+    text = json.dumps(schema).replace('"1e999"', "1e999")
+    response = requests.post(base_url + "/event-types", json={
+        "name": "hostile.schema", "owning_application": "order-service",
+        "category": "undefined", "schema": {"type": "json_schema", "schema": text}})
+    assert detail in assert_problem(response, 422)["detail"]
+    assert requests.get(base_url + "/event-types/hostile.schema").status_code == 404
+
+
+def test_a_schema_change_a_validator_could_not_use_is_refused_and_changes_nothing(base_url):
+    name = new_event_type(base_url, compatibility_mode="forward")
+    before = requests.get(f"{base_url}/event-types/{name}").json()
+    changed = {**before, "schema": _schema_with(
+        {"properties": {"order_number": {"type": "string"}, "b": {"$ref": 5}}})}
+    assert_problem(requests.put(f"{base_url}/event-types/{name}", json=changed), 422)
+    assert requests.get(f"{base_url}/event-types/{name}").json()["schema"] == before["schema"]
+    assert post(base_url, name, [business_event(b=1)]).status_code == 200
+
+
+def nested(depth: int) -> list:
+    value: list = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def test_an_event_nested_deeper_than_events_are_stored_fails_and_nothing_is_stored(
+        base_url, event_type):
+    events = [business_event(1, deep=nested(253)), business_event(2, deep=nested(254))]
+    for event in events:
+        event["metadata"]["partition"] = "1"
+    before = requests.get(f"{base_url}/event-types/{event_type}/partitions/1").json()
+    response = post(base_url, event_type, events)
+    assert response.status_code == 422, response.text
+    first, second = response.json()
+    assert first["publishing_status"] == "aborted"
+    assert second["publishing_status"] == "failed" and second["step"] == "publishing"
+    assert "more than 254 levels" in second["detail"]
+    after = requests.get(f"{base_url}/event-types/{event_type}/partitions/1").json()
+    assert after["newest_available_offset"] == before["newest_available_offset"]
+    assert post(base_url, event_type, events[:1]).status_code == 200
+
+
+def test_hash_keys_and_regex_formats_that_raised_get_answers(base_url):
+    name = new_event_type(base_url, partition_strategy="hash", partition_key_fields=["key"],
+                          compatibility_mode="forward", schema=_schema_with(
+                              {"properties": {"key": {}, "re": {"format": "regex"}}}))
+    assert post(base_url, name, [business_event(key=10**20)]).status_code == 200
+    response = post(base_url, name, [business_event(re="a{4294967296}")])
+    assert response.status_code == 422, response.text
+    assert response.json()[0]["step"] == "validating"
+    assert "is not a 'regex'" in response.json()[0]["detail"]
+
+
+@pytest.mark.parametrize(("path", "status"), [
+    # Python's $ also matches before a last newline: these named "1.0.0" and "0".
+    ("/schemas/1.0.0%0A", 404), ("/schemas/01.0.0", 404), ("/partitions/0%0A", 404),
+    # Offsets past PostgreSQL's bigint: they reached the database.
+    ("/schemas?offset=9223372036854775808", 400), ("/schemas?offset=" + "9" * 4000, 400),
+])
+def test_path_and_query_values_a_pattern_or_the_database_let_through(
+        base_url, event_type, path, status):
+    assert_problem(requests.get(f"{base_url}/event-types/{event_type}{path}"), status)
+    assert requests.get(f"{base_url}/event-types/{event_type}/schemas/1.0.0").status_code == 200

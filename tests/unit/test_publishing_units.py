@@ -5,7 +5,15 @@ import json
 import pytest
 
 from app.domain.event_type import EventType, EventTypeSchema
-from app.publishing.batch import MAX_EVENT_BYTES, BatchUnreadable, NotABatch, dumps, parse_batch
+from app.publishing.batch import (
+    MAX_EVENT_BYTES,
+    MAX_STORED_NESTING,
+    BatchUnreadable,
+    EventTooDeep,
+    NotABatch,
+    dumps,
+    parse_batch,
+)
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, hash_partition, partitioner
 
@@ -20,6 +28,23 @@ def test_integers_beyond_64_bits_survive_exactly():
     events, _ = parse_batch(b'[{"id": 123456789012345678901234567890, "f": 0.5}]')
     assert events[0]["id"] == 123456789012345678901234567890
     assert dumps(events[0]) == b'{"id":123456789012345678901234567890,"f":0.5}'
+
+
+def nested(depth: int, inner: object = 1) -> object:
+    value = inner
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("inner", [1, 10**30])  # orjson, and the standard library's writer
+def test_events_nest_at_most_as_deeply_as_they_are_stored(inner):
+    """Bodies are read to about 1,000 levels, orjson writes 254: deeper events used to be
+    a 500 when stored (and, with a big integer, were stored up to ~900 levels)."""
+    assert dumps(nested(MAX_STORED_NESTING - 1, inner)) == \
+        b"[" * (MAX_STORED_NESTING - 1) + str(inner).encode() + b"]" * (MAX_STORED_NESTING - 1)
+    with pytest.raises(EventTooDeep, match=f"more than {MAX_STORED_NESTING} levels"):
+        dumps({"a": nested(MAX_STORED_NESTING, inner)})
 
 
 @pytest.mark.parametrize("body", [b"", b"[", b"{not json", b"[1,]", b"[1] x", b"[NaN]"])
@@ -81,6 +106,15 @@ def test_hash_uses_key_fields_relative_to_data_for_data_events():
         partitioner(et, 16)({"data": {}})
 
 
+def test_hash_keys_holding_integers_beyond_64_bits_or_nesting_too_deeply():
+    """Both were 500s: orjson writes neither."""
+    et = event_type("hash", keys=["a"])
+    assert partitioner(et, 8)({"a": 10**20}) == partitioner(et, 8)({"a": 10**20})
+    assert partitioner(et, 8)({"a": {"x": [-(10**25)]}}) in range(8)
+    with pytest.raises(PartitioningFailed, match="levels deep"):
+        partitioner(et, 8)({"a": nested(MAX_STORED_NESTING + 1)})
+
+
 def test_hash_over_nested_business_fields():
     et = event_type("hash", keys=["customer.id", "region"])
     event = {"customer": {"id": 7}, "region": "eu"}
@@ -92,7 +126,7 @@ def test_hash_over_nested_business_fields():
 @pytest.mark.parametrize(("metadata", "message"), [
     ({}, "required"), ({"partition": "4"}, "not a partition"),
     ({"partition": "-1"}, "not a partition"), ({"partition": 1}, "not a partition"),
-    ({"partition": "01"}, "not a partition"),
+    ({"partition": "01"}, "not a partition"), ({"partition": "3\n"}, "not a partition"),
 ])
 def test_user_defined_partition_must_exist(metadata, message):
     with pytest.raises(PartitioningFailed, match=message):
