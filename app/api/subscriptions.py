@@ -60,6 +60,7 @@ def create() -> Response:
 
 
 @blueprint.get("/subscriptions")
+@needs_scope(Operation.READ)
 def list_subscriptions() -> Response:
     owning_application = _filter("owning_application",
                                  request.args.get("owning_application", ""))
@@ -77,6 +78,7 @@ def list_subscriptions() -> Response:
 
 
 @blueprint.get("/subscriptions/<subscription_id>")
+@needs_scope(Operation.READ)
 def get(subscription_id: str) -> Response:
     return jsonify(subscription_view(crud.get_subscription(subscription_id)))
 

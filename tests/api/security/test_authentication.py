@@ -4,6 +4,7 @@ token-info service (over HTTPS) who a bearer token belongs to."""
 from __future__ import annotations
 
 import os
+import uuid
 
 import pytest
 import requests
@@ -99,6 +100,14 @@ def test_missing_scope_is_a_403_naming_it(secure_url, protected_event_types):
     assert 'error="insufficient_scope"' in response.headers["WWW-Authenticate"]
     # Endpoints that declare no kind of action need authentication only.
     assert requests.get(secure_url + "/event-types", headers=auth("carol")).status_code == 200
+
+
+@pytest.mark.parametrize("path", ["/subscriptions", f"/subscriptions/{uuid.uuid4()}"])
+def test_reading_subscriptions_needs_the_read_scope(secure_url, path):
+    """The spec asks nakadi.event_stream.read of both; they asked for none."""
+    response = requests.get(secure_url + path, headers=auth("carol"))
+    assert "nakadi.event_stream.read" in assert_problem(response, 403)["detail"]
+    assert requests.get(secure_url + "/subscriptions", headers=auth("bob")).status_code == 200
 
 
 def test_the_subject_reaches_the_logs_and_the_token_never_does(secure_server, secure_url):
