@@ -144,11 +144,7 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
         for relative, child in subschemas(node):
             visit(child, path + relative, resolver)
 
-    try:
-        root = resolver_for(schema)
-    except ValueError as error:
-        return [f"the id at # is not a URI ({error})"]
-    visit(schema, (), root)
+    visit(schema, (), resolver_for(schema))
     return problems
 
 
