@@ -52,6 +52,10 @@ def test_create_is_idempotent_on_the_key_with_event_types_as_a_set(
     assert other_group.status_code == 201
     assert other_group.json()["id"] != created.json()["id"]
     assert created.json()["event_types"] == sorted([first, second])
+    # A set, as Nakadi reads it: a name given twice is given once (it was a 422).
+    twice = subscriptions({"owning_application": application,
+                           "event_types": [first, second, first], "consumer_group": "group"})
+    assert twice.status_code == 200 and twice.json() == created.json()
 
 
 def test_concurrent_creates_of_one_key_make_one_subscription(
@@ -87,7 +91,6 @@ def test_authorization_is_stored_and_echoed(base_url, event_types, subscriptions
     ({"owning_application": 5, "event_types": ["x"]}, "owning_application: must be a string"),
     ({"owning_application": "a", "event_types": "x"}, "event_types: must be an array"),
     ({"owning_application": "a", "event_types": [1]}, "event_types[0]: must be a string"),
-    ({"owning_application": "a", "event_types": ["x", "x"]}, "'x' more than once"),
     ({"owning_application": "a", "event_types": ["x"], "consumer_group": ["g"]},
      "consumer_group: must be a string"),
     ({"owning_application": "a", "event_types": ["x"], "read_from": "middle"},
