@@ -50,7 +50,8 @@ def _busy(error: operations.EventTypeBusy) -> Response:
 
 
 @blueprint.errorhandler(operations.TopicNotCreated)
-def _topic_not_created(error: operations.TopicNotCreated) -> Response:
+@blueprint.errorhandler(operations.RetentionNotChanged)
+def _storage_failed(error: Exception) -> Response:
     return problem_response(503, str(error))
 
 

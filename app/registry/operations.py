@@ -64,6 +64,10 @@ class TopicNotCreated(Exception):
     """The storage could not create the new event type's topic (answer 503)."""
 
 
+class RetentionNotChanged(Exception):
+    """A storage could not apply a new retention time to a topic (answer 503)."""
+
+
 def create(services: Services, body: Any) -> EventType:
     """Create the event type a POST body describes, with its topic on the default storage."""
     registry = services.settings.registry
@@ -104,6 +108,9 @@ def _store(services: Services, stored: EventType,
             raise EventTypeInvalid(evolution.refusals)
         if not evolution.changed:
             return evolution.event_type
+        retention = evolution.event_type.options.retention_time
+        if retention != stored.options.retention_time:
+            _apply_retention(services, stored.name, retention)
         try:
             repository.update_event_type(
                 services.pool, evolution.event_type, evolution.new_schema_version, stored
@@ -115,6 +122,26 @@ def _store(services: Services, stored: EventType,
             continue
         return evolution.event_type
     raise EventTypeBusy(stored.name)
+
+
+def _apply_retention(services: Services, name: str, retention_ms: int) -> None:
+    """Give every topic of the event type's timelines the new retention time, before the
+    event type says so: a failure changes no document, and a retry sets the same again.
+    A timeline switched to meanwhile takes its retention from the document."""
+    found = repository.event_type_with_timelines(services.pool, name)
+    if found is None:
+        raise EventTypeDeleted(name)
+    for timeline in found[1].items:
+        if timeline.cleaned_up:
+            continue
+        try:
+            services.engines.get(timeline.storage_id).set_retention(timeline.topic, retention_ms)
+        except StorageError as error:
+            log.error("setting the retention of %s's topic %s failed: %s",
+                      name, timeline.topic, error)
+            raise RetentionNotChanged(
+                f"The storage '{timeline.storage_id}' could not change the retention time of "
+                f"'{name}'; the event type was not changed, try again later.") from None
 
 
 def update(services: Services, stored: EventType, body: Any) -> EventType:

@@ -124,6 +124,11 @@ class StorageEngine(ABC):
         """Create ``topic`` with ``partitions`` partitions numbered from 0."""
 
     @abstractmethod
+    def set_retention(self, topic: str, retention_ms: int) -> None:
+        """Keep the topic's events ``retention_ms`` from now on (an event type's
+        ``options.retention_time`` changed); a missing topic is not an error."""
+
+    @abstractmethod
     def delete_topic(self, topic: str) -> None:
         """Delete ``topic`` and all its events; deleting a missing topic is not an error."""
 

@@ -184,6 +184,13 @@ class PostgresEngine(StorageEngine):
             raise log_error(error) from error
         self._topic_ids[topic] = topic_id
 
+    def set_retention(self, topic: str, retention_ms: int) -> None:
+        try:
+            self._pool.execute("UPDATE log_topics SET retention_ms = %s WHERE name = %s",
+                               (retention_ms, topic))
+        except psycopg2.Error as error:
+            raise log_error(error) from error
+
     def delete_topic(self, topic: str) -> None:
         topic_id = self._topic_ids.pop(topic, None)
         if topic_id is not None:

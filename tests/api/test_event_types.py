@@ -15,7 +15,7 @@ from app.repository.event_types import event_type_with_timelines
 from app.storage.engine import PartitionBounds
 from tests.api.conftest import assert_problem
 from tests.conftest import topic_listed
-from tests.helpers.storage import engine_for
+from tests.helpers.storage import engine_for, topic_retention_ms
 from tests.helpers.waiting import wait_until
 
 ORDER_SCHEMA = {
@@ -71,6 +71,22 @@ def test_created_event_type_has_every_default_and_a_topic(base_url, created, poo
         assert engine.bounds(timeline.topic) == [PartitionBounds(0, 0, -1)]
     finally:
         engine.close()
+
+
+def test_a_new_retention_time_reaches_every_timeline_of_the_storage(base_url, created, pool,
+                                                                   default_storage):
+    """It changed the document only: events went by the old time (earlier than promised
+    when it grew), until a timeline switch made a new topic."""
+    name = created["name"]
+    topic = event_type_with_timelines(pool, name)[1].active.topic
+    assert topic_retention_ms(pool, default_storage, topic) == 345600000
+    body = requests.get(f"{base_url}/event-types/{name}").json()
+    response = requests.put(f"{base_url}/event-types/{name}",
+                            json={**body, "options": {"retention_time": 86400000}})
+    assert response.status_code == 200, response.text
+    assert topic_retention_ms(pool, default_storage, topic) == 86400000
+    assert requests.get(f"{base_url}/event-types/{name}").json()["options"] == {
+        "retention_time": 86400000}
 
 
 def test_event_type_is_listed(base_url, created):

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import uuid
 
+from confluent_kafka.admin import AdminClient, ConfigResource
+
 from app.registry import operations
 from app.repository.event_types import event_type_with_timelines
 from app.repository.storages import get_storage
@@ -27,6 +29,20 @@ def create_event_type(services: Services, prefix: str) -> str:
         "default_statistic": {"messages_per_minute": 1, "message_size": 1,
                               "read_parallelism": 2, "write_parallelism": 2}})
     return name
+
+
+def topic_retention_ms(pool, storage_id: str, topic: str) -> int:
+    """The retention the storage holds for the topic: PostgreSQL's row, Kafka's
+    ``retention.ms``."""
+    storage = get_storage(pool, storage_id)
+    if storage.storage_type == "postgres":
+        [(retention,)] = pool.fetch_all("SELECT retention_ms FROM log_topics WHERE name = %s",
+                                        (topic,))
+        return retention
+    admin = AdminClient({"bootstrap.servers": storage.configuration["bootstrap_servers"]})
+    resource = ConfigResource("topic", topic)
+    configs = admin.describe_configs([resource])[resource].result(timeout=10)
+    return int(configs["retention.ms"].value)
 
 
 def engine_for(pool, storage_id: str) -> StorageEngine:

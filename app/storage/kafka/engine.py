@@ -83,6 +83,9 @@ class KafkaEngine(StorageEngine):
     def create_topic(self, topic: str, partitions: int, retention_ms: int) -> None:
         self._topics.create(topic, partitions, retention_ms)
 
+    def set_retention(self, topic: str, retention_ms: int) -> None:
+        self._topics.set_retention(topic, retention_ms)
+
     def delete_topic(self, topic: str) -> None:
         # librdkafka 2.16 crashed (SIGSEGV) when a consumer fetched from a topic that
         # Tansu had just deleted: stop this engine's readers of the topic first.

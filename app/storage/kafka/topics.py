@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 
 from confluent_kafka import KafkaError, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec, TopicMetadata
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    OffsetSpec,
+    TopicMetadata,
+)
 
 from app.shared_calls import SharedCalls
 from app.storage.engine import StorageError, TopicNotFound
@@ -44,6 +52,20 @@ class Topics:
             raise storage_error(error, topic) from error
         # Known right away: metadata may lag behind the creation on a real cluster.
         self._partitions[topic] = partitions
+
+    def set_retention(self, topic: str, retention_ms: int) -> None:
+        """Set the topic's ``retention.ms``, its other settings kept; a missing topic is
+        not an error."""
+        setting = ConfigEntry("retention.ms", str(retention_ms),
+                              incremental_operation=AlterConfigOpType.SET)
+        resource = ConfigResource("topic", topic, incremental_configs=[setting])
+        futures = self._admin().incremental_alter_configs(
+            [resource], request_timeout=self._timeout)
+        error = self._threads.run(topic, futures[resource].exception)
+        if error is not None:
+            found = kafka_error(error)
+            if found is None or found.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
+                raise storage_error(error, topic) from error
 
     def delete(self, topic: str) -> None:
         """Delete the topic; a missing one is not an error."""
