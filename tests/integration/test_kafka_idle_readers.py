@@ -10,6 +10,7 @@ from collections.abc import Iterator
 
 import gevent
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
 from app.repository.storages import get_storage
 from app.storage.engine import BEFORE_FIRST, StorageError, TopicNotFound, stored_events
@@ -145,19 +146,26 @@ def test_closing_the_engine_closes_its_idle_readers(pool, kafka, topic):
         poll.get(timeout=2)
 
 
-def test_the_watch_asks_less_often_when_its_rounds_take_long(kafka, topic, monkeypatch):
+def busy(seconds: float) -> None:
+    """Spend ``seconds`` of this thread's CPU."""
+    until = time.thread_time() + seconds
+    while time.thread_time() < until:
+        pass
+
+
+def test_the_watch_asks_less_often_when_its_rounds_cost_much(kafka, topic, monkeypatch):
     """A round over thousands of partitions costs the worker ~40 ms of CPU: the watch
     keeps its share of the worker's time small by spacing such rounds out."""
     topics = kafka._topics
     answer = topics.latest_offsets
     rounds: list[float] = []
 
-    def slow_answer(partitions, timeout):
+    def costly_answer(partitions, timeout):
         rounds.append(time.monotonic())
-        time.sleep(0.05)  # as long as ~2,000 partitions take
+        busy(0.05)  # as much as ~2,000 partitions cost
         return answer(partitions, timeout)
 
-    monkeypatch.setattr(topics, "latest_offsets", slow_answer)
+    monkeypatch.setattr(topics, "latest_offsets", costly_answer)
     reader = from_the_ends(kafka, topic)
     try:
         assert reader.poll(10, 2.5) == []
@@ -168,6 +176,34 @@ def test_the_watch_asks_less_often_when_its_rounds_take_long(kafka, topic, monke
     gaps = [later - earlier for earlier, later in itertools.pairwise(rounds)]
     assert 2 <= len(rounds) <= 6, rounds
     assert min(gaps) >= 0.9, gaps
+
+
+def test_a_round_that_waited_for_a_frozen_broker_does_not_put_the_next_off(
+        kafka, topic, monkeypatch):
+    """Waiting costs the worker nothing. Spaced by wall time, a round that waited out
+    a broker frozen for 5 s put the next off by 95 s: every idle stream of the worker
+    then kept sending keep-alives from old positions long after the broker was back."""
+    topics = kafka._topics
+    answer = topics.latest_offsets
+    rounds: list[float] = []
+
+    def frozen_then_answering(partitions, timeout):
+        rounds.append(time.monotonic())
+        if len(rounds) == 1:
+            time.sleep(1.0)  # a broker that does not answer (the request times out)
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        return answer(partitions, timeout)
+
+    monkeypatch.setattr(topics, "latest_offsets", frozen_then_answering)
+    reader = from_the_ends(kafka, topic)
+    try:
+        assert reader.poll(10, 1.2) == []
+        kafka.append(topic, 0, [b"after"])
+        appended = time.monotonic()
+        assert poll_until(reader, 1, timeout=3.0) == [(0, 0, b"after")]
+        assert time.monotonic() - appended < 1.0
+    finally:
+        reader.close()
 
 
 def test_a_consumer_opened_for_an_interrupted_poll_is_closed_with_the_reader(kafka, topic,

@@ -4,7 +4,7 @@ A librdkafka consumer costs a worker ~600 KB and four native threads, and asks t
 broker for new events ~50 times a second even when none come. A reader that found
 nothing for a while gives its consumer up and waits here instead: one greenlet per
 engine asks ListOffsets for the ends of every waiting reader's partitions in one
-request, every ``CHECK_INTERVAL_S`` (less often when a round takes long: ``MAX_SHARE``),
+request, every ``CHECK_INTERVAL_S`` (less often when a round costs much: ``MAX_SHARE``),
 and wakes the readers whose partitions have events past their position; they open
 a consumer again.
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from time import monotonic
+from time import thread_time
 from typing import Protocol
 
 import gevent
@@ -43,10 +43,13 @@ CHECK_TIMEOUT_S = 5.0
 """How long one such request may take before the next round asks again."""
 
 MAX_SHARE = 0.05
-"""The most of the worker's time the rounds take: each waits at least (1 - MAX_SHARE) /
-MAX_SHARE times as long as the one before took. confluent-kafka makes a future per
-partition asked, ~18 us of the worker's CPU each: 200 partitions take ~3 ms a round,
-2,000 ~40 ms, whose events are then seen up to ~0.8 s late."""
+"""The most of the worker's CPU the rounds take: each waits at least (1 - MAX_SHARE) /
+MAX_SHARE times as long as the one before cost its thread in CPU. confluent-kafka makes
+a future per partition asked, ~18 us of the worker's CPU each: 200 partitions take
+~3 ms a round, 2,000 ~40 ms, whose events are then seen up to ~0.8 s late. Waiting
+for the broker's answer costs nothing: spaced by the wall time instead, a round that
+waited out a frozen broker (5 s) put the next one off by 95 s, and every idle stream
+of the worker with it, long after the broker was back."""
 
 
 class IdleReader(Protocol):
@@ -94,28 +97,26 @@ class IdleReaders:
             self._watch.kill(block=False)
 
     def _run(self) -> None:
-        took = 0.0
+        cost = 0.0
         try:
             while self._waiting:
-                gevent.sleep(max(self._interval, took * (1 - MAX_SHARE) / MAX_SHARE))
-                started = monotonic()
-                self._check()
-                took = monotonic() - started
+                gevent.sleep(max(self._interval, cost * (1 - MAX_SHARE) / MAX_SHARE))
+                cost = self._check()
         finally:
             self._watch = None
 
-    def _check(self) -> None:
-        """One round: the reported ends of every watched partition, in one request."""
+    def _check(self) -> float:
+        """One round: the reported ends of every watched partition, in one request;
+        returns the CPU it cost."""
         readers = list(self._waiting)
         asked = {(reader.topic, partition) for reader in readers for partition in reader.following}
         if not asked:
-            return
+            return 0.0
         try:
-            ends = self._threads.run("idle stream readers", self._topics.latest_offsets,
-                                     asked, CHECK_TIMEOUT_S)
+            ends, cost = self._threads.run("idle stream readers", self._ends, asked)
         except StorageError as failure:  # the readers' own polls notice an outage
             log.debug("asking the ends of idle readers' partitions failed: %s", failure)
-            return
+            return 0.0
         for reader in readers:
             woken = self._waiting.get(reader)
             if woken is None:  # it left during the request
@@ -125,3 +126,12 @@ class IdleReaders:
                    for partition, following in reader.following.items()):
                 del self._waiting[reader]
                 woken.set(True)
+        return cost
+
+    def _ends(self, asked: set[tuple[str, int]]
+              ) -> tuple[dict[tuple[str, int], int | Exception], float]:
+        """(blocking) The partitions' reported ends, and the CPU time this thread spent
+        asking: a broker slow to answer costs none."""
+        started = thread_time()
+        ends = self._topics.latest_offsets(asked, CHECK_TIMEOUT_S)
+        return ends, thread_time() - started
