@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -83,6 +84,11 @@ def on_starting(server: Arbiter) -> None:
         sys.exit(1)
     if applied and server.log is not None:
         server.log.info("applied migrations: %s", ", ".join(applied))
+    # The master keeps gauges too (it imports the figures): unset, its 0 was the
+    # smallest start time, and uptime read 56 years.
+    from app.monitoring import figures
+
+    figures.START_TIME.set(time.time())
 
 
 def post_worker_init(worker: Worker) -> None:

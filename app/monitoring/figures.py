@@ -134,7 +134,7 @@ CPU_SECONDS = _figure(Gauge(
     multiprocess_mode="livesum"),
     "gauge", "process.cpu.seconds")
 START_TIME = _figure(Gauge(
-    "nakadi_process_start_time_seconds", "When the first worker of the instance started",
+    "nakadi_process_start_time_seconds", "When the instance (gunicorn's master) started",
     multiprocess_mode="min"),
     "gauge", "process.start_time")
 ACTIVE_REQUESTS = _figure(Gauge(
