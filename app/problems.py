@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from http import HTTPStatus
 
 from flask import Flask, Response, current_app, json
@@ -35,12 +36,15 @@ class Problem(Exception):
         self.title = title or HTTPStatus(status).phrase
 
 
-def problem_response(status: int, detail: str, title: str | None = None) -> Response:
+def problem_response(status: int, detail: str, title: str | None = None,
+                     extensions: Mapping[str, object] | None = None) -> Response:
+    """A Problem; ``extensions`` are further members of it (RFC 7807 allows them)."""
     body = {
         "type": PROBLEM_TYPE.format(status=status),
         "title": title or HTTPStatus(status).phrase,
         "status": status,
         "detail": detail,
+        **(extensions or {}),
     }
     response = Response(json.dumps(body), status=status, content_type=CONTENT_TYPE)
     if status == 503:

@@ -60,7 +60,8 @@ def health() -> Response:
         failures |= _all({f"storage:{storage_id}": engine.check
                           for storage_id, engine in engines.items()}, deadline)
     down = {name: reason for name, reason in failures.items() if reason is not None}
+    states = {name: "down" if name in down else "up" for name in failures}
     if down:
         detail = "; ".join(f"{name} is down ({reason})" for name, reason in down.items())
-        return problem_response(503, detail, "Service Unavailable")
-    return jsonify({"status": "OK", "dependencies": {name: "up" for name in failures}})
+        return problem_response(503, detail, "Service Unavailable", {"dependencies": states})
+    return jsonify({"status": "OK", "dependencies": states})

@@ -107,6 +107,7 @@ def test_postgresql_killed(faults: FaultStack):
                    what="a 503 for opening a stream")
         health = _health(faults)
         assert health.status_code == 503 and "postgresql is down" in health.json()["detail"]
+        assert health.json()["dependencies"]["postgresql"] == "down"  # as README's table says
         restarting = time.monotonic()
         faults.restart("postgres")
         up = time.monotonic()
@@ -183,6 +184,8 @@ def test_zookeeper_killed(faults: FaultStack):
                    what="a 503 for opening a stream")
         health = _health(faults)
         assert health.status_code == 503 and "zookeeper is down" in health.json()["detail"]
+        dependencies = health.json()["dependencies"]
+        assert dependencies["zookeeper"] == "down" and dependencies["postgresql"] == "up"
         # Publishing does not need ZooKeeper: it goes on.
         during = time.monotonic()
         wait_until(lambda: publisher.ok_since(during), 10, what="publishing during the outage")
