@@ -67,7 +67,8 @@ def _wait_green(conn: psycopg2.extensions.connection) -> None:
         else:
             raise psycopg2.OperationalError(f"unexpected poll state {state!r}")
         if first_ready(*waits, limit) == ([], []):
-            raise psycopg2.OperationalError(f"PostgreSQL did not answer within {limit:g} s")
+            raise psycopg2.OperationalError(f"PostgreSQL did not answer within {limit:g} s "
+                                            "(what it was sent may be done all the same)")
 
 
 def connect(dsn: str, timeout_s: float = DEFAULT_TIMEOUT_S,

@@ -147,6 +147,11 @@ def _frozen(faults: FaultStack, service: str, dependency: str, bound_s: float,
                    what="serving again")
     answers = _since(publisher.answers, frozen) + _since(streamer.answers, frozen)
     unavailable = _assert_outage_answers(answers, dependency)
+    # A publish that waited in vain may be stored when the service returns: a retry
+    # would store it twice, and the client must be told.
+    for answer in _since(publisher.answers, frozen):
+        if answer.status == 503 and "within" in answer.detail:
+            assert "may be" in answer.detail, answer
     _figures(f"{dependency} frozen (SIGSTOP)", frozen, unavailable, thawing, thawing,
              min(_healed(publisher.answers, thawing), _healed(streamer.answers, thawing)))
     slowest = max(answer.took for answer in answers)

@@ -117,7 +117,8 @@ class Appender:
         for partition, delivery in deliveries.items():
             if not delivery.done.wait(max(0.0, deadline - monotonic())):
                 results[partition] = StorageUnavailable(
-                    KAFKA, f"{topic}/{partition}: not acknowledged within {self._timeout:g} s")
+                    KAFKA, f"{topic}/{partition}: not acknowledged within {self._timeout:g} s "
+                           "(the events may be stored all the same)")
                 self._retire(running)
             elif delivery.error is not None:
                 results[partition] = storage_error(delivery.error, f"{topic}/{partition}")
