@@ -63,6 +63,10 @@ class EventTypeSchema:
     created_at: datetime | None = None
 
 
+KEEP_FOREVER = -1
+"""A topic retention that removes no event by age (Kafka's ``retention.ms`` -1)."""
+
+
 @dataclass(frozen=True)
 class EventType:
     name: str
@@ -86,6 +90,12 @@ class EventType:
     labels: Mapping[str, str] | None = None
     created_at: datetime | None = None
     updated_at: datetime | None = None
+
+    @property
+    def storage_retention_ms(self) -> int:
+        """The retention its topics get: ``options.retention_time``, or for the compact
+        cleanup policy ``KEEP_FOREVER`` (a key's latest event must stay, whatever its age)."""
+        return KEEP_FOREVER if self.cleanup_policy == "compact" else self.options.retention_time
 
     @property
     def has_metadata(self) -> bool:

@@ -80,7 +80,7 @@ def create(services: Services, body: Any) -> EventType:
     engine = services.engines.get(storage_id)
     topic = str(uuid.uuid4())
     try:
-        engine.create_topic(topic, partitions, event_type.options.retention_time)
+        engine.create_topic(topic, partitions, event_type.storage_retention_ms)
     except StorageError as error:
         log.error("creating topic for %s failed: %s", name, error)
         raise TopicNotCreated(
@@ -108,8 +108,8 @@ def _store(services: Services, stored: EventType,
             raise EventTypeInvalid(evolution.refusals)
         if not evolution.changed:
             return evolution.event_type
-        retention = evolution.event_type.options.retention_time
-        if retention != stored.options.retention_time:
+        retention = evolution.event_type.storage_retention_ms
+        if retention != stored.storage_retention_ms:
             _apply_retention(services, stored.name, retention)
         try:
             repository.update_event_type(

@@ -87,7 +87,8 @@ def recorded_end(pool: ConnectionPool, timeline: Timeline) -> tuple[int, ...] | 
 
 def clean_up_expired(pool: ConnectionPool, removal_delay_s: float) -> int:
     """Mark the closed timelines whose retention ended (the event type's retention
-    time since the switch that closed them) as cleaned up, and schedule the removal
+    time since the switch that closed them; never for the compact cleanup policy,
+    whose topics keep a key's latest event whatever its age) as cleaned up, and schedule the removal
     of their topics ``removal_delay_s`` later; every process hears of it (NOTIFY)
     and stops reading them first. Returns how many timelines."""
     with pool.transaction() as cursor:
@@ -97,6 +98,7 @@ def clean_up_expired(pool: ConnectionPool, removal_delay_s: float) -> int:
             " FROM timelines n, event_types e"
             " WHERE n.event_type = t.event_type AND n.timeline_order = t.timeline_order + 1"
             " AND e.name = t.event_type AND t.last_offsets IS NOT NULL"
+            " AND e.document->>'cleanup_policy' IS DISTINCT FROM 'compact'"
             " AND t.cleaned_up_at IS NULL AND n.switched_at + make_interval(secs =>"
             " (e.document->'options'->>'retention_time')::bigint / 1000.0) <= now()"
             " RETURNING t.storage_id, t.topic, t.event_type),"

@@ -121,7 +121,8 @@ class StorageEngine(ABC):
 
     @abstractmethod
     def create_topic(self, topic: str, partitions: int, retention_ms: int) -> None:
-        """Create ``topic`` with ``partitions`` partitions numbered from 0."""
+        """Create ``topic`` with ``partitions`` partitions numbered from 0, removing
+        events older than ``retention_ms`` (none by age: ``KEEP_FOREVER``)."""
 
     @abstractmethod
     def set_retention(self, topic: str, retention_ms: int) -> None:

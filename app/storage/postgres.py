@@ -306,7 +306,8 @@ class PostgresEngine(StorageEngine):
         removed = 0
         partitions = self._query(
             "SELECT t.id, p.partition, now() - t.retention_ms * interval '1 millisecond'"
-            " FROM log_topics t JOIN log_partitions p ON p.topic_id = t.id", None)
+            " FROM log_topics t JOIN log_partitions p ON p.topic_id = t.id"
+            " WHERE t.retention_ms > 0", None)  # not those kept forever (KEEP_FOREVER)
         for topic_id, partition, cutoff in partitions:
             last_expired = self._last_offset_before(topic_id, partition, cutoff)
             while last_expired is not None:

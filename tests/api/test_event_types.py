@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
+from app.domain.event_type import KEEP_FOREVER
 from app.repository.event_types import event_type_with_timelines
 from app.storage.engine import PartitionBounds
 from tests.api.conftest import assert_problem
@@ -87,6 +88,26 @@ def test_a_new_retention_time_reaches_every_timeline_of_the_storage(base_url, cr
     assert topic_retention_ms(pool, default_storage, topic) == 86400000
     assert requests.get(f"{base_url}/event-types/{name}").json()["options"] == {
         "retention_time": 86400000}
+
+
+def test_a_compacted_event_types_topics_keep_events_whatever_their_age(base_url, pool,
+                                                                      default_storage):
+    """Compaction keeps each key's latest event: removed by age (four days by default),
+    it was gone. A new retention time leaves such topics as they are."""
+    body = business_event_type(cleanup_policy="compact",
+                               options={"retention_time": 86400000})
+    assert requests.post(base_url + "/event-types", json=body).status_code == 201
+    name = body["name"]
+    try:
+        topic = event_type_with_timelines(pool, name)[1].active.topic
+        assert topic_retention_ms(pool, default_storage, topic) == KEEP_FOREVER
+        stored = requests.get(f"{base_url}/event-types/{name}").json()
+        response = requests.put(f"{base_url}/event-types/{name}",
+                                json={**stored, "options": {"retention_time": 172800000}})
+        assert response.status_code == 200, response.text
+        assert topic_retention_ms(pool, default_storage, topic) == KEEP_FOREVER
+    finally:
+        requests.delete(f"{base_url}/event-types/{name}")
 
 
 def test_event_type_is_listed(base_url, created):

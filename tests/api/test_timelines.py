@@ -158,6 +158,18 @@ def test_closed_timelines_are_cleaned_up_when_their_retention_ends(base_url, poo
     requests.delete(f"{base_url}/event-types/{name}")
 
 
+def test_closed_timelines_of_a_compacted_event_type_are_kept(base_url, pool):
+    """Their keys' latest events may live in them, whatever their age."""
+    name = new_event_type(base_url, cleanup_policy="compact")
+    move_to(base_url, name, "kafka")
+    pool.execute("UPDATE timelines SET switched_at = now() - interval '400 days'"
+                 " WHERE event_type = %s AND timeline_order = 2", (name,))
+    assert clean_up_expired(pool, 30) == 0
+    listed = requests.get(f"{base_url}/event-types/{name}/timelines").json()
+    assert "cleaned_up_at" not in listed[0]
+    requests.delete(f"{base_url}/event-types/{name}")
+
+
 def test_post_timeline_statuses(base_url, stack_env):
     assert_problem(switch_timeline(base_url, "no.such-type", "kafka"), 404)
     name = user_defined(base_url)

@@ -1,5 +1,6 @@
 import uuid
 
+from app.domain.event_type import KEEP_FOREVER
 from app.storage.engine import BEFORE_FIRST, PartitionBounds
 
 
@@ -37,6 +38,22 @@ def test_a_fully_expired_partition_reports_empty_bounds_after_its_last_offset(
             " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
         postgres_engine.purge_expired()
         assert postgres_engine.bounds(topic) == [PartitionBounds(0, 3, 2)]
+    finally:
+        postgres_engine.delete_topic(topic)
+
+
+def test_a_topic_kept_forever_loses_no_event_to_age(postgres_engine, pool):
+    """A compacted event type's topic: its keys' latest events must stay (they went
+    after the retention time, as any event)."""
+    topic = f"retention-{uuid.uuid4().hex[:8]}"
+    postgres_engine.create_topic(topic, partitions=1, retention_ms=KEEP_FOREVER)
+    try:
+        postgres_engine.append(topic, 0, [b"{}"] * 3)
+        pool.execute(
+            "UPDATE log_chunks SET appended_at = now() - interval '400 days'"
+            " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
+        postgres_engine.purge_expired()
+        assert postgres_engine.bounds(topic) == [PartitionBounds(0, 0, 2)]
     finally:
         postgres_engine.delete_topic(topic)
 
