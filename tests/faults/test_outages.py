@@ -29,6 +29,7 @@ from tests.faults.conftest import (
     ZOOKEEPER_TIMEOUT_S,
     FaultStack,
 )
+from tests.helpers.broker import business_event
 from tests.helpers.load import (
     CLIENT_TIMEOUT_S,
     Answer,
@@ -264,3 +265,30 @@ def test_kafka_broker_stopped(faults: FaultStack):
              _healed(after.answers, restarting))
     check_exactly_once_in_order(after.acknowledged,
                                 read_everything(faults.url, fresh, PARTITIONS))
+
+
+def test_publishing_to_kafka_goes_on_quickly_while_postgresql_hangs(faults: FaultStack):
+    """Only postgres event types depend on PostgreSQL to publish. The security settings
+    are re-read every 10 s: retried by each request once a read failed, every publish
+    then waited out the database's timeout (~4 s)."""
+    name = new_fault_event_type(faults.url, PARTITIONS)
+    move_to(faults.url, name, "kafka")
+    session = requests.Session()
+
+    def publish() -> tuple[int, float]:
+        started = time.monotonic()
+        response = session.post(f"{faults.url}/event-types/{name}/events",
+                                json=[business_event()], timeout=CLIENT_TIMEOUT_S)
+        return response.status_code, time.monotonic() - started
+
+    assert publish()[0] == 200
+    with faults.frozen("postgres"):
+        frozen = time.monotonic()
+        answers = []
+        while time.monotonic() - frozen < 25:  # well past the settings' 10 s
+            answers.append(publish())
+    assert {status for status, _ in answers} == {200}
+    slow = [took for _, took in answers if took > 1.0]
+    # The first read after the reading aged waits once in each worker; then none does
+    # (measured: 1 slow of 4,062 publishes; before, 4 of 1,963, one every ~4 s).
+    assert len(slow) <= 2, f"{len(slow)} of {len(answers)} publishes took over 1 s: {slow}"
