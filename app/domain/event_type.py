@@ -92,10 +92,16 @@ class EventType:
     updated_at: datetime | None = None
 
     @property
+    def compacted(self) -> bool:
+        """Whether its storage keeps the newest event of each ``partition_compaction_key``
+        (the compact cleanup policy)."""
+        return self.cleanup_policy == "compact"
+
+    @property
     def storage_retention_ms(self) -> int:
-        """The retention its topics get: ``options.retention_time``, or for the compact
-        cleanup policy ``KEEP_FOREVER`` (a key's latest event must stay, whatever its age)."""
-        return KEEP_FOREVER if self.cleanup_policy == "compact" else self.options.retention_time
+        """The retention its topics get: ``options.retention_time``, or when compacted
+        ``KEEP_FOREVER`` (a key's latest event must stay, whatever its age)."""
+        return KEEP_FOREVER if self.compacted else self.options.retention_time
 
     @property
     def has_metadata(self) -> bool:

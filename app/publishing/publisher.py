@@ -22,12 +22,13 @@ from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partitioner
 from app.registry.timestamps import rfc3339
 from app.registry.validator_cache import VALIDATORS
-from app.storage.engine import StorageError, StorageUnavailable
+from app.storage.engine import Keys, StorageError, StorageUnavailable
 
 AppendResults = dict[int, list[int] | StorageError]
-Append = Callable[[Mapping[int, Sequence[bytes]]], AppendResults]
-"""Appends the events of each partition to the timeline published to (an engine's
-``append_many`` on its topic, as ``late_appends.checked_append`` makes it)."""
+Append = Callable[[Mapping[int, Sequence[bytes]], Keys | None], AppendResults]
+"""Appends the events of each partition, with their compaction keys if any, to the
+timeline published to (an engine's ``append_many`` on its topic, as
+``late_appends.checked_append`` makes it)."""
 
 
 @dataclass
@@ -139,8 +140,12 @@ def publish(event_type: EventType, timeline: Timeline, append: Append, events: l
     except EventTooDeep:
         _run_step(items, "publishing", _unstorable)  # rejects the batch, naming each
         raise
+    # Compaction keeps the newest event of each key (the effective schema requires it).
+    keys = ({p: [item.event["metadata"]["partition_compaction_key"].encode()
+                 for item in group] for p, group in by_partition.items()}
+            if event_type.compacted else None)
     try:
-        results = append(payloads)
+        results = append(payloads, keys)
     except StorageError as error:
         results = dict.fromkeys(by_partition, error)
     outages = [result for result in results.values() if isinstance(result, StorageUnavailable)]

@@ -80,7 +80,8 @@ def create(services: Services, body: Any) -> EventType:
     engine = services.engines.get(storage_id)
     topic = str(uuid.uuid4())
     try:
-        engine.create_topic(topic, partitions, event_type.storage_retention_ms)
+        engine.create_topic(topic, partitions, event_type.storage_retention_ms,
+                            event_type.compacted)
     except StorageError as error:
         log.error("creating topic for %s failed: %s", name, error)
         raise TopicNotCreated(

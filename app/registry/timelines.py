@@ -54,7 +54,8 @@ def create_timeline(services: Services, name: str, storage_id: str) -> Timeline:
     engine = services.engines.get(storage_id)
     topic = str(uuid.uuid4())
     try:
-        engine.create_topic(topic, history.partitions, event_type.storage_retention_ms)
+        engine.create_topic(topic, history.partitions, event_type.storage_retention_ms,
+                            event_type.compacted)
     except StorageError as error:
         log.error("creating the topic of a new timeline of %s failed: %s", name, error)
         raise TopicNotCreated(f"The storage '{storage_id}' could not create a topic for "

@@ -46,6 +46,10 @@ class StoredEvent(NamedTuple):
     payload: bytes
 
 
+Keys = Mapping[int, Sequence[bytes]]
+"""Per partition, the compaction key of each event appended (a compacted topic's)."""
+
+
 class EventRun(NamedTuple):
     """Events of one partition at consecutive offsets, as readers give them: the offset
     of the first and the payloads. Streams take events a run at a time, so what they
@@ -120,9 +124,12 @@ class StorageEngine(ABC):
     storage_type: str
 
     @abstractmethod
-    def create_topic(self, topic: str, partitions: int, retention_ms: int) -> None:
+    def create_topic(self, topic: str, partitions: int, retention_ms: int,
+                     compacted: bool = False) -> None:
         """Create ``topic`` with ``partitions`` partitions numbered from 0, removing
-        events older than ``retention_ms`` (none by age: ``KEEP_FOREVER``)."""
+        events older than ``retention_ms`` (none by age: ``KEEP_FOREVER``); a
+        ``compacted`` one keeps the newest event of each key, where the storage
+        compacts (Kafka; appends then give every event's key)."""
 
     @abstractmethod
     def set_retention(self, topic: str, retention_ms: int) -> None:
@@ -147,11 +154,12 @@ class StorageEngine(ABC):
 
     @abstractmethod
     def append_many(
-        self, topic: str, batches: Mapping[int, Sequence[bytes]]
+        self, topic: str, batches: Mapping[int, Sequence[bytes]], keys: Keys | None = None
     ) -> dict[int, list[int] | StorageError]:
         """Append to several partitions at once; for each partition, its offsets
         or the error that kept it from being stored. Same durability as ``append``.
-        A missing topic raises ``TopicNotFound``."""
+        ``keys`` gives each event's compaction key, in the order of ``batches``, for
+        storages that compact. A missing topic raises ``TopicNotFound``."""
 
     def read(
         self, topic: str, partition: int, after: int, limit: int, wait: float = 0.0

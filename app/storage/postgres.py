@@ -26,6 +26,7 @@ from app.repository.database import ConnectionPool, Params
 from app.repository.notifications import Listener
 from app.storage.engine import (
     EventRun,
+    Keys,
     PartitionBounds,
     StorageEngine,
     StorageError,
@@ -164,7 +165,8 @@ class PostgresEngine(StorageEngine):
             self._topic_ids[topic] = rows[0][0]
         return self._topic_ids[topic]
 
-    def create_topic(self, topic: str, partitions: int, retention_ms: int) -> None:
+    def create_topic(self, topic: str, partitions: int, retention_ms: int,
+                     compacted: bool = False) -> None:
         try:
             with self._pool.transaction() as cursor:
                 cursor.execute(
@@ -205,9 +207,10 @@ class PostgresEngine(StorageEngine):
             raise log_error(error) from error
 
     def append_many(
-        self, topic: str, batches: Mapping[int, Sequence[bytes]]
+        self, topic: str, batches: Mapping[int, Sequence[bytes]], keys: Keys | None = None
     ) -> dict[int, list[int] | StorageError]:
-        """All partitions in one transaction: every partition is stored, or none."""
+        """All partitions in one transaction: every partition is stored, or none. Keys
+        are not kept: this engine does not compact (README, Known issues)."""
         batches = {partition: payloads for partition, payloads in batches.items() if payloads}
         if not batches:
             return {}

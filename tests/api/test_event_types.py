@@ -16,7 +16,7 @@ from app.repository.event_types import event_type_with_timelines
 from app.storage.engine import PartitionBounds
 from tests.api.conftest import assert_problem
 from tests.conftest import topic_listed
-from tests.helpers.storage import engine_for, topic_retention_ms
+from tests.helpers.storage import engine_for, kafka_topic, topic_retention_ms
 from tests.helpers.waiting import wait_until
 
 ORDER_SCHEMA = {
@@ -106,6 +106,28 @@ def test_a_compacted_event_types_topics_keep_events_whatever_their_age(base_url,
                                 json={**stored, "options": {"retention_time": 172800000}})
         assert response.status_code == 200, response.text
         assert topic_retention_ms(pool, default_storage, topic) == KEEP_FOREVER
+    finally:
+        requests.delete(f"{base_url}/event-types/{name}")
+
+
+def test_a_compacted_event_type_stores_each_event_under_its_compaction_key(
+        base_url, pool, default_storage):
+    """Kafka compacts a topic by record key: the topic is made compacted and each record
+    keyed by metadata.partition_compaction_key (PostgreSQL keeps no keys)."""
+    body = business_event_type(cleanup_policy="compact")
+    assert requests.post(base_url + "/event-types", json=body).status_code == 201
+    name = body["name"]
+    try:
+        events = [{"order_number": f"o-{n}", "metadata": {
+            "eid": str(uuid.uuid4()), "occurred_at": "2026-11-27T10:00:00Z",
+            "partition_compaction_key": key}} for n, key in enumerate(["k1", "k2", "k1"])]
+        response = requests.post(f"{base_url}/event-types/{name}/events", json=events)
+        assert response.status_code == 200, response.text
+        if default_storage == "kafka":
+            topic = event_type_with_timelines(pool, name)[1].active.topic
+            config, keys = kafka_topic(pool, default_storage, topic, 1)
+            assert config["cleanup.policy"] == "compact"
+            assert keys == [b"k1", b"k2", b"k1"]
     finally:
         requests.delete(f"{base_url}/event-types/{name}")
 

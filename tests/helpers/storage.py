@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
 import uuid
 
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    TopicPartition,
+)
 from confluent_kafka.admin import AdminClient, ConfigResource
 
 from app.registry import operations
@@ -43,6 +51,39 @@ def topic_retention_ms(pool, storage_id: str, topic: str) -> int:
     resource = ConfigResource("topic", topic)
     configs = admin.describe_configs([resource])[resource].result(timeout=10)
     return int(configs["retention.ms"].value)
+
+
+def kafka_topic(pool, storage_id: str, topic: str, partitions: int
+                ) -> tuple[dict[str, str], list[bytes | None]]:
+    """A Kafka topic's configuration and the key of every record, partition by
+    partition, in offset order."""
+    servers = get_storage(pool, storage_id).configuration["bootstrap_servers"]
+    resource = ConfigResource("topic", topic)
+    admin = AdminClient({"bootstrap.servers": servers})  # kept until its answer came
+    described = admin.describe_configs([resource])[resource].result(timeout=10)
+    consumer = Consumer({"bootstrap.servers": servers, "group.id": "tests",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+    keys: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
+    ended: set[int] = set()
+    deadline = time.monotonic() + 10
+    try:
+        while len(ended) < partitions and time.monotonic() < deadline:
+            message = consumer.poll(0.2)
+            if message is None:
+                continue
+            error = message.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                ended.add(message.partition())
+            elif error is not None:
+                raise KafkaException(error)
+            else:
+                keys[message.partition()].append(message.key())
+    finally:
+        consumer.close()
+    assert len(ended) == partitions, "the topic's ends were not reached"
+    return ({name: entry.value for name, entry in described.items()},
+            [key for partition in range(partitions) for key in keys[partition]])
 
 
 def engine_for(pool, storage_id: str) -> StorageEngine:

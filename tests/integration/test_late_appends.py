@@ -19,6 +19,7 @@ from app.domain.timeline import Timeline
 from app.publishing import late_appends
 from app.publishing.late_appends import checked_append
 from app.publishing.publisher import publish
+from app.registry import operations
 from app.registry.timelines import create_timeline
 from app.repository import timelines as repository_timelines
 from app.repository.timelines import recorded_end, switch_timeline
@@ -29,7 +30,7 @@ from app.storage.across_timelines import (
     timelines_newest_at_least,
 )
 from app.storage.engine import EventRun
-from tests.helpers.storage import create_event_type
+from tests.helpers.storage import create_event_type, kafka_topic
 from tests.helpers.waiting import wait_until
 
 
@@ -111,6 +112,36 @@ def test_events_appended_past_the_recorded_end_are_moved_to_the_new_timeline(
     assert last is not None
     assert numbers_in(switcher, old, last) == [0, 1, 2, 3]
     assert numbers_in(switcher, new, None) == [4, 5, 6, 7, 8, 9]
+
+
+def test_late_events_of_a_compacted_event_type_keep_their_keys(switcher, stale, pool):
+    """Kafka compacts by record key: moved without theirs, the late events would be
+    records Kafka refuses in a compacted topic."""
+    name = f"late-compact-{uuid.uuid4().hex[:12]}"
+    operations.create(switcher, {
+        "name": name, "owning_application": "tests", "category": "business",
+        "cleanup_policy": "compact", "enrichment_strategies": ["metadata_enrichment"],
+        "schema": {"type": "json_schema", "schema": json.dumps({"type": "object"})},
+        "default_statistic": {"messages_per_minute": 1, "message_size": 1,
+                              "read_parallelism": 2, "write_parallelism": 2}})
+    if switcher.event_types.get(name)[1].active.storage_id != "postgres":  # type: ignore[index]
+        create_timeline(switcher, name, "postgres")
+    in_step(switcher)
+    in_step(stale)
+    event_type, timelines = stale.event_types.get(name)  # type: ignore[misc]
+    old = timelines.active
+    stale.zookeeper.stop()
+    new = create_timeline(switcher, name, "kafka")
+    keys = [f"key-{n % 3}" for n in range(6)]
+    events = [{"metadata": {"eid": str(uuid.uuid4()), "occurred_at": "2026-11-27T10:00:00Z",
+                            "partition_compaction_key": key}} for key in keys]
+    with stale.publishing_gate.publishing(name) as missed_switch:
+        items = publish(event_type, old, checked_append(stale, old, missed_switch), events,
+                        None, "late-appends-test")
+    assert [item.status for item in items] == ["submitted"] * len(events)
+    config, moved_keys = kafka_topic(pool, "kafka", new.topic, new.partitions)
+    assert config["cleanup.policy"] == "compact"
+    assert sorted(moved_keys) == sorted(key.encode() for key in keys)
 
 
 def numbered(runs: list[EventRun]) -> list[tuple[int, int, int]]:

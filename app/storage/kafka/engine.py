@@ -9,7 +9,13 @@ from typing import Any, TypeVar
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.shared_calls import SharedCalls
-from app.storage.engine import PartitionBounds, StorageEngine, StorageError, StorageUnavailable
+from app.storage.engine import (
+    Keys,
+    PartitionBounds,
+    StorageEngine,
+    StorageError,
+    StorageUnavailable,
+)
 from app.storage.kafka.availability import BrokerAvailability
 from app.storage.kafka.bounds import listed_bounds, listed_offsets, partition_bounds
 from app.storage.kafka.clients import KAFKA, STREAM_FETCH_WAIT_MS, Clients
@@ -80,8 +86,9 @@ class KafkaEngine(StorageEngine):
 
     # -- topics ---------------------------------------------------------------
 
-    def create_topic(self, topic: str, partitions: int, retention_ms: int) -> None:
-        self._topics.create(topic, partitions, retention_ms)
+    def create_topic(self, topic: str, partitions: int, retention_ms: int,
+                     compacted: bool = False) -> None:
+        self._topics.create(topic, partitions, retention_ms, compacted)
 
     def set_retention(self, topic: str, retention_ms: int) -> None:
         self._topics.set_retention(topic, retention_ms)
@@ -97,15 +104,15 @@ class KafkaEngine(StorageEngine):
     # -- writing --------------------------------------------------------------
 
     def append_many(
-        self, topic: str, batches: Mapping[int, Sequence[bytes]]
+        self, topic: str, batches: Mapping[int, Sequence[bytes]], keys: Keys | None = None
     ) -> dict[int, list[int] | StorageError]:
-        """Produce every partition's events, then wait once for all acknowledgements;
-        each partition succeeds or fails on its own."""
+        """Produce every partition's events (keyed, when ``keys`` are given), then wait
+        once for all acknowledgements; each partition succeeds or fails on its own."""
         batches = {partition: payloads for partition, payloads in batches.items() if payloads}
         self._availability.raise_if_down()
         for partition in batches:
             self._topics.check_partition(topic, partition)
-        results = self._appender.append_many(topic, batches)
+        results = self._appender.append_many(topic, batches, keys)
         if any(isinstance(result, StorageError) for result in results.values()):
             if self._availability.down:  # not acknowledged because the brokers went away
                 return {partition: StorageUnavailable(KAFKA, str(result))

@@ -21,7 +21,7 @@ import gevent
 import gevent.event
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
-from app.storage.engine import StorageError, StorageUnavailable
+from app.storage.engine import Keys, StorageError, StorageUnavailable
 from app.storage.kafka.clients import KAFKA, Clients, storage_error
 from app.storage.kafka.threads import BlockingCalls, Outcome, unwrap
 
@@ -84,10 +84,11 @@ class Appender:
         self._retired: list[_Running] = []
 
     def append_many(
-        self, topic: str, batches: Mapping[int, Sequence[bytes]]
+        self, topic: str, batches: Mapping[int, Sequence[bytes]], keys: Keys | None = None
     ) -> dict[int, list[int] | StorageError]:
-        """Produce every partition's events (none empty), then wait once for all
-        acknowledgements; each partition succeeds or fails on its own."""
+        """Produce every partition's events (none empty; each with its key from ``keys``,
+        if given), then wait once for all acknowledgements; each partition succeeds or
+        fails on its own."""
         running = self._started_producer()
         producer = running.producer
         deadline = monotonic() + self._timeout
@@ -96,13 +97,14 @@ class Appender:
         produced = 0
         for partition, payloads in batches.items():
             report = deliveries[partition].report
-            for payload in payloads:
+            partition_keys = keys[partition] if keys is not None else [None] * len(payloads)
+            for payload, key in zip(payloads, partition_keys, strict=True):
                 produced += 1
                 if produced % PRODUCE_SLICE == 0:
                     gevent.sleep(0)  # let other greenlets run during a very large batch
                 while True:
                     try:
-                        producer.produce(topic, payload, partition=partition,
+                        producer.produce(topic, payload, key, partition=partition,
                                          on_delivery=report)
                         break
                     except BufferError:

@@ -36,9 +36,12 @@ class Topics:
         self._partitions: dict[str, int] = {}
         self._fresh: SharedCalls[None, dict[str, TopicMetadata]] = SharedCalls()
 
-    def create(self, topic: str, partitions: int, retention_ms: int) -> None:
-        """Create the topic; ``StorageError`` if it exists already."""
-        config = {"retention.ms": str(retention_ms), "max.message.bytes": str(MAX_MESSAGE_BYTES)}
+    def create(self, topic: str, partitions: int, retention_ms: int,
+               compacted: bool = False) -> None:
+        """Create the topic; ``StorageError`` if it exists already. A ``compacted`` one
+        has Kafka keep the newest record of each key (records must carry keys)."""
+        config = {"retention.ms": str(retention_ms), "max.message.bytes": str(MAX_MESSAGE_BYTES),
+                  "cleanup.policy": "compact" if compacted else "delete"}
         futures = self._admin().create_topics(
             [NewTopic(topic, num_partitions=partitions, config=config)],
             operation_timeout=self._timeout,
