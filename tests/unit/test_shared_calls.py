@@ -5,6 +5,7 @@ from __future__ import annotations
 import gevent
 import gevent.event
 
+from app.dependencies import DependencyUnavailable
 from app.shared_calls import SharedCalls
 
 
@@ -81,3 +82,27 @@ def test_a_caller_killed_while_waiting_leaves_the_others_their_answer():
     callers[0].kill()
     counter.release.set()
     assert [caller.get(timeout=2) for caller in callers[1:]] == [1, 1]
+
+
+def test_callers_waiting_behind_a_call_that_met_an_outage_take_its_answer():
+    """They asked before it ended, so its failure is news to them; asking again would
+    make them wait out a second timeout for their 503."""
+    shared: SharedCalls[str, int] = SharedCalls()
+    release = gevent.event.Event()
+    calls = []
+
+    def outage() -> int:
+        calls.append(1)
+        release.wait(5)
+        raise DependencyUnavailable("Kafka", "no answer")
+
+    first = gevent.spawn(shared.call, "t", outage)
+    gevent.sleep(0.01)
+    later = [gevent.spawn(shared.call, "t", outage) for _ in range(3)]
+    gevent.sleep(0.01)
+    release.set()
+    gevent.joinall([first, *later], timeout=2)
+    assert all(isinstance(caller.exception, DependencyUnavailable) for caller in [first, *later])
+    assert len(calls) == 1
+    # Who asks after that asks afresh.
+    assert shared.call("t", lambda: 7) == 7
