@@ -6,7 +6,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import gevent
 import pytest
@@ -146,6 +146,23 @@ def test_closing_the_engine_closes_its_idle_readers(pool, kafka, topic):
         poll.get(timeout=2)
 
 
+def before_each_round(kafka: KafkaEngine, monkeypatch: pytest.MonkeyPatch,
+                      before: Callable[[int], None]) -> list[float]:
+    """Has ``before(n)`` run ahead of the idle watch's n-th round (from 1), in its pool
+    thread; returns the list the rounds' start times go to."""
+    topics = kafka._topics
+    answer = topics.latest_offsets
+    rounds: list[float] = []
+
+    def answer_after(partitions, timeout):
+        rounds.append(time.monotonic())
+        before(len(rounds))
+        return answer(partitions, timeout)
+
+    monkeypatch.setattr(topics, "latest_offsets", answer_after)
+    return rounds
+
+
 def busy(seconds: float) -> None:
     """Spend ``seconds`` of this thread's CPU."""
     until = time.thread_time() + seconds
@@ -156,16 +173,8 @@ def busy(seconds: float) -> None:
 def test_the_watch_asks_less_often_when_its_rounds_cost_much(kafka, topic, monkeypatch):
     """A round over thousands of partitions costs the worker ~40 ms of CPU: the watch
     keeps its share of the worker's time small by spacing such rounds out."""
-    topics = kafka._topics
-    answer = topics.latest_offsets
-    rounds: list[float] = []
-
-    def costly_answer(partitions, timeout):
-        rounds.append(time.monotonic())
-        busy(0.05)  # as much as ~2,000 partitions cost
-        return answer(partitions, timeout)
-
-    monkeypatch.setattr(topics, "latest_offsets", costly_answer)
+    rounds = before_each_round(kafka, monkeypatch,
+                               lambda _: busy(0.05))  # as much as ~2,000 partitions cost
     reader = from_the_ends(kafka, topic)
     try:
         assert reader.poll(10, 2.5) == []
@@ -183,18 +192,12 @@ def test_a_round_that_waited_for_a_frozen_broker_does_not_put_the_next_off(
     """Waiting costs the worker nothing. Spaced by wall time, a round that waited out
     a broker frozen for 5 s put the next off by 95 s: every idle stream of the worker
     then kept sending keep-alives from old positions long after the broker was back."""
-    topics = kafka._topics
-    answer = topics.latest_offsets
-    rounds: list[float] = []
-
-    def frozen_then_answering(partitions, timeout):
-        rounds.append(time.monotonic())
-        if len(rounds) == 1:
+    def frozen_first(round_number: int) -> None:
+        if round_number == 1:
             time.sleep(1.0)  # a broker that does not answer (the request times out)
             raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
-        return answer(partitions, timeout)
 
-    monkeypatch.setattr(topics, "latest_offsets", frozen_then_answering)
+    before_each_round(kafka, monkeypatch, frozen_first)
     reader = from_the_ends(kafka, topic)
     try:
         assert reader.poll(10, 1.2) == []

@@ -1,7 +1,16 @@
 import uuid
 
+import pytest
+
 from app.domain.event_type import KEEP_FOREVER
 from app.storage.engine import BEFORE_FIRST, PartitionBounds
+
+
+def age_chunks(pool, topic: str, interval: str) -> None:
+    """Make every event of the topic as old as ``interval`` (PostgreSQL's syntax)."""
+    pool.execute(
+        f"UPDATE log_chunks SET appended_at = now() - interval '{interval}'"
+        " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
 
 
 def test_purge_removes_only_events_older_than_retention(postgres_engine, pool):
@@ -27,33 +36,22 @@ def test_purge_removes_only_events_older_than_retention(postgres_engine, pool):
         postgres_engine.delete_topic(topic)
 
 
-def test_a_fully_expired_partition_reports_empty_bounds_after_its_last_offset(
-        postgres_engine, pool):
+@pytest.mark.parametrize(("retention_ms", "age", "bounds"), [
+    # Fully expired: empty bounds after its last offset.
+    (60_000, "2 minutes", PartitionBounds(0, 3, 2)),
+    # A compacted event type's topic: its keys' latest events must stay (they went
+    # after the retention time, as any event).
+    (KEEP_FOREVER, "400 days", PartitionBounds(0, 0, 2)),
+])
+def test_what_a_purge_leaves_of_a_partition_of_old_events(postgres_engine, pool, retention_ms,
+                                                          age, bounds):
     topic = f"retention-{uuid.uuid4().hex[:8]}"
-    postgres_engine.create_topic(topic, partitions=1, retention_ms=60_000)
+    postgres_engine.create_topic(topic, partitions=1, retention_ms=retention_ms)
     try:
         postgres_engine.append(topic, 0, [b"{}"] * 3)
-        pool.execute(
-            "UPDATE log_chunks SET appended_at = now() - interval '2 minutes'"
-            " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
+        age_chunks(pool, topic, age)
         postgres_engine.purge_expired()
-        assert postgres_engine.bounds(topic) == [PartitionBounds(0, 3, 2)]
-    finally:
-        postgres_engine.delete_topic(topic)
-
-
-def test_a_topic_kept_forever_loses_no_event_to_age(postgres_engine, pool):
-    """A compacted event type's topic: its keys' latest events must stay (they went
-    after the retention time, as any event)."""
-    topic = f"retention-{uuid.uuid4().hex[:8]}"
-    postgres_engine.create_topic(topic, partitions=1, retention_ms=KEEP_FOREVER)
-    try:
-        postgres_engine.append(topic, 0, [b"{}"] * 3)
-        pool.execute(
-            "UPDATE log_chunks SET appended_at = now() - interval '400 days'"
-            " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
-        postgres_engine.purge_expired()
-        assert postgres_engine.bounds(topic) == [PartitionBounds(0, 0, 2)]
+        assert postgres_engine.bounds(topic) == [bounds]
     finally:
         postgres_engine.delete_topic(topic)
 
@@ -67,9 +65,7 @@ def test_purge_runs_in_one_process_at_a_time(settings, postgres_engine, pool):
     services = Services(settings)
     try:
         postgres_engine.append(topic, 0, [b"{}"] * 2)
-        pool.execute(
-            "UPDATE log_chunks SET appended_at = now() - interval '2 minutes'"
-            " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (topic,))
+        age_chunks(pool, topic, "2 minutes")
         with pool.connection() as holder, holder.cursor() as cursor:
             cursor.execute("SELECT pg_advisory_lock(%s)", (LOCK_KEY,))
             assert purge_once(services) == 0, "another process holds the lock"
