@@ -9,7 +9,12 @@ from app.api.body import json_body
 from app.api.params import MAX_OFFSET, bool_param, int_param, pagination_links
 from app.domain.security import Feature
 from app.problems import Problem, problem_response
-from app.security.guard import feature_enabled, needs_scope, require_subscription
+from app.security.guard import (
+    feature_enabled,
+    needs_scope,
+    require_consumer,
+    require_subscription,
+)
 from app.security.policy import Operation
 from app.services import services
 from app.subscriptions import crud
@@ -48,7 +53,7 @@ def _filter(name: str, value: str) -> str:
 @needs_scope(Operation.READ)
 def create() -> Response:
     subscription, created = crud.create_subscription(
-        json_body(), feature_enabled(Feature.DISABLE_SUBSCRIPTION_CREATION))
+        json_body(), feature_enabled(Feature.DISABLE_SUBSCRIPTION_CREATION), require_consumer)
     response = jsonify(subscription_view(subscription))
     location = f"/subscriptions/{subscription.id}"
     response.headers["Location"] = location

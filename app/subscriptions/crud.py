@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -22,6 +22,7 @@ from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.subscription_state import SubscriptionState
 from app.coordination.zookeeper import ZooKeeperUnavailable
 from app.cursors import BEGIN, CursorInvalid, is_partition, resolve
+from app.domain.event_type import EventType
 from app.domain.subscription import InitialCursor, ReadFrom, Subscription
 from app.domain.timeline import Timelines
 from app.repository import subscriptions as repository
@@ -62,8 +63,8 @@ def _required(parsed: SubscriptionBody) -> tuple[str, tuple[str, ...]]:
     return parsed.owning_application, parsed.event_types
 
 
-def _timelines(event_types: Sequence[str]) -> dict[str, Timelines]:
-    """The timelines of every event type; a 422 naming those that do not exist,
+def _timelines(event_types: Sequence[str]) -> dict[str, tuple[EventType, Timelines]]:
+    """Every event type with its timelines; a 422 naming those that do not exist,
     or when together they have more partitions than a subscription may read."""
     most = services().settings.max_subscription_partitions
     # Every event type has a partition at least: too many names fail before any lookup.
@@ -77,10 +78,10 @@ def _timelines(event_types: Sequence[str]) -> dict[str, Timelines]:
         if found is None:
             missing.append(name)
         else:
-            timelines[name] = found[1]
+            timelines[name] = found
     if missing:
         raise SubscriptionInvalid([_missing_detail(missing)])
-    total = sum(timeline.partitions for timeline in timelines.values())
+    total = sum(timeline.partitions for _, timeline in timelines.values())
     if total > most:
         raise SubscriptionInvalid([f"event_types: the event types have {total} partitions "
                                    f"together; a subscription may read at most {most}"])
@@ -133,11 +134,15 @@ def _checked_cursors(cursors: Sequence[InitialCursor], timelines: Mapping[str, T
                                        f"{error}"]) from None
 
 
-def create_subscription(body: Any, creation_disabled: bool = False
+def create_subscription(body: Any, creation_disabled: bool = False,
+                        may_read: Callable[[Sequence[EventType]], None] = lambda _: None
                         ) -> tuple[Subscription, bool]:
     """The subscription a POST body asks for, and whether it is new (False: one with
     its key existed, and is answered as it is). While ``creation_disabled`` only an
-    existing one is answered; otherwise SubscriptionCreationDisabled."""
+    existing one is answered; otherwise SubscriptionCreationDisabled. ``may_read`` is
+    given the event types of a new one first, to refuse a caller who may not read
+    them (its cursors' checks would tell the partitions' offsets, its stats the
+    events' count)."""
     parsed = parse_body(body)
     owning_application, event_types = _required(parsed)
     consumer_group = parsed.consumer_group or DEFAULT_CONSUMER_GROUP
@@ -148,7 +153,9 @@ def create_subscription(body: Any, creation_disabled: bool = False
     if creation_disabled:
         raise SubscriptionCreationDisabled("Creating subscriptions is disabled for now; "
                                            "existing ones can be used, try again later.")
-    timelines = _timelines(event_types)
+    found = _timelines(event_types)
+    may_read([event_type for event_type, _ in found.values()])
+    timelines = {name: timeline for name, (_, timeline) in found.items()}
     read_from = parsed.read_from or DEFAULT_READ_FROM
     # Cursors mean something only when reading from them; otherwise they are ignored.
     initial_cursors = (parsed.initial_cursors or ()) if read_from == "cursors" else ()

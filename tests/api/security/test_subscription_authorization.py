@@ -210,3 +210,22 @@ def test_a_blacklisted_consumer_subscription_stream_closes(secure_url, protected
     assert len(lines) < 30
     wait_until(lambda: all(stream_status(secure_url, subscription_id, auth("app")) == 403
                            for _ in range(6)), what="the consumer blocked on every worker")
+
+
+def test_creating_a_subscription_needs_reading_every_event_type(secure_url,
+                                                                protected_event_types):
+    """Its cursors' checks would tell a caller who may not read the event type its
+    partitions' offsets (422 naming the newest), and its stats their events' count."""
+    name = protected_event_types({"admins": SECTION["admins"], "readers": SECTION["readers"],
+                                  "writers": [{"data_type": "user", "value": "alice"}]})
+    far = {"event_type": name, "partition": "0", "offset": "001-0001-000000000000009999"}
+    body = {"owning_application": "sec-test", "event_types": [name],
+            "read_from": "cursors", "initial_cursors": [far]}
+    for who in ("bob", "alice"):  # authenticated, scoped; not a reader of the event type
+        response = requests.post(secure_url + "/subscriptions", headers=auth(who), json=body)
+        detail = assert_problem(response, 403)["detail"]
+        assert f"user:{who} may not read EventType" in detail and "001-" not in detail
+    response = requests.post(secure_url + "/subscriptions", headers=auth("app"),
+                             json={**body, "read_from": "begin"})
+    assert response.status_code == 201, response.text
+    requests.delete(f"{secure_url}/subscriptions/{response.json()['id']}", headers=auth("root"))
