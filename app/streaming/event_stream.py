@@ -29,6 +29,7 @@ from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.limits import StreamLimits
 from app.streaming.lines import batch_line, joined
+from app.streaming.positions import TakenPositions
 
 CHECK_INTERVAL_S = 1.0
 MAX_POLL_EVENTS = 5000
@@ -52,13 +53,13 @@ class EventStream:
         self._current = current
         self._connection = connection
         self._clock = clock
-        self._positions = dict(positions)
+        self._positions = TakenPositions(positions)
         self._batcher: Batcher[int] = Batcher(limits, positions, clock)
         self._ends_at = clock() + limits.stream_timeout
 
     def _line(self, partition: int, payloads: list[bytes], event_type: str) -> bytes:
-        self._positions[partition] += len(payloads)
-        cursor = client_cursor(self._timeline, partition, self._positions[partition])
+        position = self._positions.send(partition, len(payloads))
+        cursor = client_cursor(self._timeline, partition, position)
         line = batch_line(cursor, payloads)
         self._on_batch(event_type, len(payloads), len(line))
         return line
@@ -75,8 +76,8 @@ class EventStream:
         except StorageError as error:
             log.warning("stream of %s ended by the storage: %s", self._timeline.event_type, error)
             yield from self._lines(self._batcher.pending_batches())
-            partition = min(self._positions)
-            cursor = client_cursor(self._timeline, partition, self._positions[partition])
+            partition = min(self._positions.sent)
+            cursor = client_cursor(self._timeline, partition, self._positions.sent[partition])
             yield batch_line(cursor, [], {"debug": f"the stream ends: {error}"})
         finally:
             self._reader.close()
@@ -94,6 +95,7 @@ class EventStream:
             capacity = batcher.room() - batcher.buffered()
             if capacity > 0:
                 for run in self._reader.poll(min(capacity, MAX_POLL_EVENTS), wait):
+                    self._positions.take(run.partition, run.first, len(run.payloads))
                     batcher.take(run.partition, run.payloads)
             else:  # full until a batch is due: only time can change that
                 gevent.sleep(wait)
