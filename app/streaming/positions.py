@@ -24,6 +24,15 @@ class TakenPositions(Generic[K]):
         self.sent = dict(sent)
         self._taken: dict[K, deque[list[int]]] = {key: deque() for key in sent}
 
+    def reset(self, key: K, sent: int) -> None:
+        """The partition's last event sent is at ``sent``, and none is taken (a new
+        partition, or one whose taken events were dropped)."""
+        self.sent[key] = sent
+        self._taken[key] = deque()
+
+    def forget(self, key: K) -> None:
+        del self.sent[key], self._taken[key]
+
     def take(self, key: K, first: int, count: int) -> None:
         """``count`` events at consecutive positions from ``first`` join the partition's."""
         if count <= 0:

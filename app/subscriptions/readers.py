@@ -77,6 +77,13 @@ class Inbox:
         self._polls.clear()
         self._size = 0
 
+    def drop(self, event_type: str) -> None:
+        """Forget the events of an event type whose reader stopped: its next reader
+        reads them again from where the stream is."""
+        kept = deque((name, runs) for name, runs in self._polls if name != event_type)
+        self._size = sum(count_events(runs) for _, runs in kept)
+        self._polls = kept
+
 
 class _Pump:
     """One event type's reader, polled by a greenlet of its own until stopped."""
@@ -155,6 +162,9 @@ class PartitionReaders:
 
     def _stop(self, event_type: str) -> None:
         self._pumps.pop(event_type).stopped = True
+        # Its runs may lie past a position the stream went back to (a hand-over called
+        # off): taken, they would look like events after a gap.
+        self.inbox.drop(event_type)
         self._demand.set()  # a pump waiting for demand sees it is stopped
 
     def _pump(self, event_type: str, pump: _Pump) -> None:

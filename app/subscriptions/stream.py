@@ -51,6 +51,7 @@ from app.storage.engine import StorageEngine, StorageError, TopicNotFound
 from app.streaming.batcher import Batcher
 from app.streaming.connection import client_gone
 from app.streaming.lines import batch_line, joined
+from app.streaming.positions import TakenPositions
 from app.subscriptions import known_offsets, local_streams
 from app.subscriptions.commit_tracker import CommitTracker, HeldPartition
 from app.subscriptions.cursors import cursor_tokens
@@ -89,6 +90,7 @@ class SubscriptionStream:
                                          read_ahead=params.max_uncommitted_events,
                                          switch_watch=switch_watch)
         self._batcher: Batcher[PartitionKey] = Batcher(params.limits, (), clock)
+        self._taken: TakenPositions[PartitionKey] = TakenPositions({})
         self._held: dict[PartitionKey, HeldPartition] = {}
         self._commits = CommitTracker(self.id, self._held, state, partitions, params,
                                       self._wake, clock)
@@ -278,6 +280,7 @@ class SubscriptionStream:
                 self._held[key].releasing_since = self._clock()
                 self._batcher.remove(key)
                 self._held[key].read = self._held[key].sent
+                self._taken.reset(key, self._held[key].sent)
                 changed = True
             elif key in streaming and self._held[key].releasing_since is not None:
                 # The hand-over was called off: read it again.
@@ -291,6 +294,7 @@ class SubscriptionStream:
         for key, committed in self._state.committed_many(new).items():
             position = self._commits.position(key, committed)
             self._held[key] = HeldPartition(position, position, position)
+            self._taken.reset(key, position)
             if key in releasing:
                 self._held[key].releasing_since = self._clock()
             else:
@@ -302,6 +306,7 @@ class SubscriptionStream:
 
     def _drop(self, key: PartitionKey) -> None:
         held = self._held.pop(key)
+        self._taken.forget(key)
         if held.releasing_since is None:
             self._batcher.remove(key)
 
@@ -312,11 +317,15 @@ class SubscriptionStream:
                 held = self._held.get(key)
                 if held is None or held.releasing_since is not None:
                     continue  # a partition given up
-                # On from where the partition was; anything else was read before a change
-                # of position, and is read again.
-                skip = held.read + 1 - run.first
-                payloads = run.payloads[skip:] if 0 <= skip < len(run.payloads) else []
-                held.read += len(payloads)
+                # On from where the partition was: what lies before was read already. A
+                # run past it follows events that are gone (retention, a cleaned-up
+                # timeline): the reader went on from the oldest there is.
+                skip = max(0, held.read + 1 - run.first)
+                if skip >= len(run.payloads):
+                    continue
+                payloads = run.payloads[skip:]
+                self._taken.take(key, run.first + skip, len(payloads))
+                held.read = run.first + skip + len(payloads) - 1
                 self._batcher.take(key, payloads)
                 known_offsets.learn(self._partitions.timelines[event_type].items[0].id,
                                     run.partition, held.read)
@@ -336,7 +345,7 @@ class SubscriptionStream:
     def _send(self, batches: Iterable[tuple[PartitionKey, list[bytes]]]) -> Iterator[bytes]:
         for key, payloads in batches:
             held = self._held[key]
-            held.sent += len(payloads)
+            held.sent = self._taken.send(key, len(payloads))
             if payloads:
                 self._commits.sent()
             yield self._line(key, held.sent, payloads)

@@ -34,3 +34,16 @@ def test_the_inbox_gives_events_in_the_order_they_were_read_across_polls():
     assert [(event_type, [e.offset for e in stored_events(runs)]) for event_type, runs in rest] \
         == [("a", [12, 0]), ("b", [13, 14])]
     assert len(inbox) == 0
+
+
+def test_a_stopped_readers_events_are_dropped_and_the_others_kept():
+    """They may lie past a position the stream went back to; its next reader reads
+    them again."""
+    inbox = Inbox()
+    inbox.put("a", [EventRun(0, 5, [b"1", b"2"])])
+    inbox.put("b", [EventRun(0, 0, [b"3"])])
+    inbox.put("a", [EventRun(1, 0, [b"4"])])
+    inbox.drop("a")
+    assert len(inbox) == 1
+    assert inbox.take(10) == [("b", [EventRun(0, 0, [b"3"])])]
+    assert len(inbox) == 0

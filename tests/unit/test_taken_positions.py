@@ -22,3 +22,14 @@ def test_consecutive_runs_join():
         positions.take("a", first, 2)
     positions.take("a", 10, 0)
     assert positions.send("a", 10) == 9
+
+
+def test_a_partition_reset_forgets_what_it_had_taken():
+    positions: TakenPositions[str] = TakenPositions({})
+    positions.reset("a", 9)
+    positions.take("a", 10, 5)
+    positions.reset("a", 9)  # its buffered events were given back (a hand-over)
+    positions.take("a", 10, 2)
+    assert positions.send("a", 2) == 11
+    positions.forget("a")
+    assert positions.sent == {}

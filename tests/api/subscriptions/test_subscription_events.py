@@ -13,6 +13,7 @@ from app.streaming.connection import LAST_WRITE_S
 from tests.api.conftest import assert_problem
 from tests.helpers.broker import backlog_event_type
 from tests.helpers.raw_http import stuck_client
+from tests.helpers.storage import expire
 from tests.helpers.subscription_streams import (
     StreamClient,
     events_of,
@@ -256,3 +257,26 @@ def test_the_list_shows_who_streams_each_partition_with_show_status(base_url, ev
              "assignment_type": "auto"} for p in ("0", "1")]
     finally:
         client.vanish()
+
+
+def test_a_stream_goes_on_after_events_it_had_not_read_were_removed(base_url, pool, event_types,
+                                                                   subscriptions):
+    """Retention removed the next events before the stream read them: it goes on with the
+    oldest there is, each cursor its last event's. Before, every run past the gap was
+    dropped, and the stream sent keep-alives until the client reconnected."""
+    name = event_types(1)
+    publish_numbered(base_url, name, 0, 0, 30)
+    sid = subscribe(subscriptions, [name])
+    # A first stream sets the subscription's offsets (before event 0) and commits nothing.
+    first = StreamClient(base_url, sid, batch_limit=1, stream_limit=1, commit_timeout=1)
+    assert events_of(first.until_end()) == [0]
+    expire(pool, name, 0, 15)
+    # The window counts positions since the last commit, the removed ones too.
+    opened = first_200(lambda: open_stream(base_url, sid, batch_limit=5, stream_limit=15,
+                                           max_uncommitted_events=100,
+                                           batch_flush_timeout=1, stream_timeout=10),
+                       timeout=15, what="the partition free again")
+    batches = StreamClient(base_url, sid, response=opened).until_end()
+    assert events_of(batches) == list(range(15, 30))
+    assert [batch["cursor"]["offset"] for batch in batches if batch.get("events")] == [
+        f"001-0001-{position:018d}" for position in (19, 24, 29)]
