@@ -34,8 +34,7 @@ class SharedCalls(Generic[K, T]):
 
     def __init__(self) -> None:
         self._next: dict[K, gevent.event.AsyncResult[T]] = {}  # callers of a call to come
-        # The call started last, and its callers' result.
-        self._latest: dict[K, tuple[gevent.Greenlet[..., None], gevent.event.AsyncResult[T]]] = {}
+        self._latest: dict[K, gevent.event.AsyncResult[T]] = {}  # of the call started last
 
     def call(self, key: K, func: Callable[[], T]) -> T:
         """``func()``, or the result of the call for ``key`` that starts next (a
@@ -49,15 +48,14 @@ class SharedCalls(Generic[K, T]):
     def _run(self, key: K, shared: gevent.event.AsyncResult[T], func: Callable[[], T]) -> None:
         """In a greenlet of its own, so that a caller killed while waiting leaves
         the others their answer."""
-        this = gevent.getcurrent()
         previous = self._latest.get(key)
-        self._latest[key] = (this, shared)  # type: ignore[assignment]
+        self._latest[key] = shared
         try:
             if previous is not None:
-                previous[0].join()
+                previous.wait()  # every call's result is set, even a killed one's
             del self._next[key]  # who comes now waits for the next call
-            if previous is not None and isinstance(previous[1].exception, DependencyUnavailable):
-                raise previous[1].exception
+            if previous is not None and isinstance(previous.exception, DependencyUnavailable):
+                raise previous.exception
             shared.set(func())
         except BaseException as error:
             if self._next.get(key) is shared:  # killed before its call started
@@ -66,5 +64,5 @@ class SharedCalls(Generic[K, T]):
             if not isinstance(error, Exception):
                 raise
         finally:
-            if self._latest.get(key, (None,))[0] is this:
+            if self._latest.get(key) is shared:
                 del self._latest[key]

@@ -144,7 +144,6 @@ class TimelinesReader:
                  positions: Mapping[int, int], watch: SwitchWatch = NO_WATCH) -> None:
         self._engine_for = engine_for
         self._timelines = timelines
-        self._current = watch.current
         self._watch = watch
         self._positions = dict(positions)
         self._placed: dict[int, int] = {}  # partition -> index of the timeline read
@@ -155,7 +154,7 @@ class TimelinesReader:
         """Take up newer timelines: partitions at the end of a closed one move on, and
         the readers of cleaned-up ones close. ``poll`` does it first; a caller that
         stops polling for a while calls it now and then."""
-        newer = self._current()
+        newer = self._watch.current()
         if newer is not None and newer is not self._timelines and newer != self._timelines:
             self._timelines = newer
             self._place()

@@ -14,6 +14,7 @@ never be acknowledged again.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from itertools import repeat
 from time import monotonic
 from typing import Any
 
@@ -97,7 +98,7 @@ class Appender:
         produced = 0
         for partition, payloads in batches.items():
             report = deliveries[partition].report
-            partition_keys = keys[partition] if keys is not None else [None] * len(payloads)
+            partition_keys = keys[partition] if keys is not None else repeat(None, len(payloads))
             for payload, key in zip(payloads, partition_keys, strict=True):
                 produced += 1
                 if produced % PRODUCE_SLICE == 0:
