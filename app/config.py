@@ -69,6 +69,7 @@ class Settings:
     oauth2_read_scope: str = ""
     oauth2_write_scope: str = ""
     oauth2_admin_scope: str = ""
+    oauth2_config_scope: str = ""
     admins: str = ""
     # Monitoring (app/monitoring): counting on the request paths; the salt of the
     # callers' hashed names in KPI events.

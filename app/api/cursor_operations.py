@@ -24,6 +24,7 @@ from app.domain.timeline import Timelines
 from app.problems import Problem
 from app.security.guard import needs_scope, require_event_type
 from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.storage.engine import PartitionBounds
 
 blueprint = Blueprint("cursor_operations", __name__)
@@ -63,7 +64,7 @@ def _as_sent(cursor: Mapping[str, Any]) -> dict[str, Any]:
 
 
 @blueprint.post("/event-types/<name>/cursor-distances")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def cursor_distances(name: str) -> Response:
     """``final - initial`` per pair: the events after the initial cursor up to and
     including the final one; negative when the final cursor is the earlier one."""
@@ -91,7 +92,7 @@ def cursor_distances(name: str) -> Response:
 
 
 @blueprint.post("/event-types/<name>/cursors-lag")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def cursors_lag(name: str) -> Response:
     """One Partition per cursor, in the order sent, with the events after the cursor."""
     timeline = _readable_timeline(name)
@@ -139,7 +140,7 @@ def _shifted(position: Position, shift: int, available: PartitionBounds,
 
 
 @blueprint.post("/event-types/<name>/shifted-cursors")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def shifted_cursors(name: str) -> Response:
     """Each cursor moved by its ``shift`` events, in the order sent."""
     timeline = _readable_timeline(name)

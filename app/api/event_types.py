@@ -22,6 +22,7 @@ from app.security.guard import (
     require_feature_off,
 )
 from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.services import services
 
 blueprint = Blueprint("event_types", __name__)
@@ -61,7 +62,7 @@ def list_event_types() -> Response:
 
 
 @blueprint.post("/event-types")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.EVENT_TYPES)
 def create() -> tuple[str, int]:
     require_feature_off(Feature.DISABLE_EVENT_TYPE_CREATION,
                         "Creating event types is disabled for now; try again later.")
@@ -77,7 +78,7 @@ def get(name: str) -> Response:
 
 
 @blueprint.put("/event-types/<name>")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.EVENT_TYPES)
 def update(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)
@@ -87,7 +88,7 @@ def update(name: str) -> tuple[str, int]:
 
 
 @blueprint.delete("/event-types/<name>")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def delete(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)
@@ -113,7 +114,7 @@ def list_schemas(name: str) -> Response:
 
 
 @blueprint.post("/event-types/<name>/schemas")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.EVENT_TYPES)
 def add_schema(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)

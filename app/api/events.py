@@ -28,6 +28,7 @@ from app.security.guard import (
     require_event_type,
 )
 from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.services import services
 from app.storage.engine import PartitionBounds
 from app.streaming.event_stream import open_event_stream
@@ -44,7 +45,7 @@ def _items_response(items: Sequence[Item], status: int) -> Response:
 
 
 @blueprint.post("/event-types/<name>/events")
-@needs_scope(Operation.WRITE)
+@needs_scope(Scope.WRITE)
 def publish_events(name: str) -> Response:
     current = services()
     event_type, _ = event_type_or_404(name)
@@ -100,7 +101,7 @@ def _start_positions(timeline: Timelines, bounds: Mapping[int, PartitionBounds]
 
 
 @blueprint.get("/event-types/<name>/events")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def stream_events(name: str) -> Response:
     current = services()
     event_type, timeline = event_type_or_404(name)

@@ -14,6 +14,7 @@ from app.domain.timeline import Timelines
 from app.problems import Problem
 from app.security.guard import needs_scope, require_event_type
 from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.storage.engine import PartitionBounds
 
 blueprint = Blueprint("partitions", __name__)
@@ -52,7 +53,7 @@ def _consumed_by_partition(raw: str, timeline: Timelines,
 
 
 @blueprint.get("/event-types/<name>/partitions")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def list_partitions(name: str) -> Response:
     event_type, timeline = event_type_or_404(name)
     require_event_type(event_type, Operation.READ)
@@ -64,7 +65,7 @@ def list_partitions(name: str) -> Response:
 
 
 @blueprint.get("/event-types/<name>/partitions/<partition>")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def get_partition(name: str, partition: str) -> Response:
     event_type, timeline = event_type_or_404(name)
     require_event_type(event_type, Operation.READ)

@@ -12,7 +12,7 @@ from app.domain.security import AdminPermission, BlacklistType, Feature
 from app.problems import Problem, problem_response
 from app.repository import security_settings as repository
 from app.security.guard import current_policy, needs_scope, require_admin
-from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.security.settings_body import (
     MAX_TEXT,
     SettingsInvalid,
@@ -42,14 +42,14 @@ def _changed() -> None:
 
 
 @blueprint.get("/settings/admins")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def get_admins() -> Response:
     require_admin(AdminPermission.READ)
     return jsonify(admin_authorization_view(current_policy().admins))
 
 
 @blueprint.post("/settings/admins")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def set_admins() -> Response:
     require_admin(AdminPermission.ADMIN)
     admins = parse_admin_authorization(json_body())
@@ -59,7 +59,7 @@ def set_admins() -> Response:
 
 
 @blueprint.get("/settings/blacklist")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def get_blacklist() -> Response:
     require_admin(AdminPermission.READ)
     blocked = current_policy().settings.blacklist
@@ -88,7 +88,7 @@ def _blacklist_entry(blacklist_type: str, name: str) -> tuple[BlacklistType, str
 
 
 @blueprint.put("/settings/blacklist/<blacklist_type>/<name>")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def block(blacklist_type: str, name: str) -> Response:
     require_admin(AdminPermission.WRITE)
     repository.block(services().pool, *_blacklist_entry(blacklist_type, name))
@@ -97,7 +97,7 @@ def block(blacklist_type: str, name: str) -> Response:
 
 
 @blueprint.delete("/settings/blacklist/<blacklist_type>/<name>")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def unblock(blacklist_type: str, name: str) -> Response:
     require_admin(AdminPermission.WRITE)
     repository.unblock(services().pool, *_blacklist_entry(blacklist_type, name))
@@ -106,7 +106,7 @@ def unblock(blacklist_type: str, name: str) -> Response:
 
 
 @blueprint.get("/settings/features")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def get_features() -> Response:
     require_admin(AdminPermission.READ)
     settings = current_policy().settings
@@ -115,7 +115,7 @@ def get_features() -> Response:
 
 
 @blueprint.post("/settings/features")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def set_feature() -> Response:
     require_admin(AdminPermission.WRITE)
     repository.set_feature(services().pool, *parse_feature(json_body()))

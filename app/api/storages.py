@@ -11,7 +11,7 @@ from app.domain.security import AdminPermission
 from app.problems import Problem
 from app.repository import storages as repository
 from app.security.guard import needs_scope, require_admin
-from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.services import services
 from app.storage.configuration import StorageInvalid, storage_from_body, storage_view
 from app.storage.engine import StorageError
@@ -45,14 +45,14 @@ def _check_reachable(storage: repository.Storage) -> None:
 
 
 @blueprint.get("/storages")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def list_storages() -> Response:
     require_admin(AdminPermission.READ)
     return jsonify([storage_view(s) for s in repository.list_storages(services().pool)])
 
 
 @blueprint.post("/storages")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def create_storage() -> Response:
     require_admin(AdminPermission.WRITE)
     try:
@@ -72,14 +72,14 @@ def create_storage() -> Response:
 
 
 @blueprint.get("/storages/<storage_id>")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def get_storage(storage_id: str) -> Response:
     require_admin(AdminPermission.READ)
     return jsonify(storage_view(_storage_or_404(storage_id)))
 
 
 @blueprint.delete("/storages/<storage_id>")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def delete_storage(storage_id: str) -> Response:
     require_admin(AdminPermission.WRITE)
     try:
@@ -92,7 +92,7 @@ def delete_storage(storage_id: str) -> Response:
 
 
 @blueprint.put("/storages/default/<storage_id>")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def set_default_storage(storage_id: str) -> Response:
     require_admin(AdminPermission.WRITE)
     storage = repository.make_default(services().pool, storage_id)

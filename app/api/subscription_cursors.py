@@ -18,8 +18,14 @@ from app.coordination.subscription_state import ResetInProgress, SubscriptionSta
 from app.cursors import CursorInvalid
 from app.monitoring import recording
 from app.problems import Problem
-from app.security.guard import needs_scope, require_subscription, require_subscription_reader
+from app.security.guard import (
+    needs_scope,
+    require_consumer_of_event_types,
+    require_subscription,
+    require_subscription_reader,
+)
 from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.services import services
 from app.subscriptions.commits import CommitRefused, commit, reset
 from app.subscriptions.cursors import (
@@ -41,7 +47,7 @@ def _no_content() -> Response:
 
 
 @blueprint.get("/subscriptions/<subscription_id>/cursors")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def committed(subscription_id: str) -> Response:
     """The committed cursors; none before the subscription's first stream or reset."""
     subscription = subscription_or_404(subscription_id)
@@ -69,7 +75,7 @@ def _stream_id() -> str:
 
 
 @blueprint.post("/subscriptions/<subscription_id>/cursors")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def commit_cursors(subscription_id: str) -> Response:
     """The hot path of a subscription: the subscription comes from the cache, as only
     ZooKeeper decides whether the commit is taken (the stream's session is removed
@@ -97,10 +103,11 @@ def commit_cursors(subscription_id: str) -> Response:
 
 
 @blueprint.patch("/subscriptions/<subscription_id>/cursors")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def reset_cursors(subscription_id: str) -> Response:
     subscription = subscription_or_404(subscription_id)
     require_subscription(subscription, Operation.ADMIN)
+    require_consumer_of_event_types(subscription)  # its 422s tell the offsets
     body = json_body()
     partitions = subscription_partitions_of(subscription)
     bounds = subscription_bounds(partitions)

@@ -26,7 +26,7 @@ from app.security.guard import (
     require_subscription_reader,
     subscription_reader_still_allowed,
 )
-from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.services import services
 from app.storage.engine import StorageEngine
 from app.streaming.response import stream_head, stream_response
@@ -46,13 +46,13 @@ BODY_PARAMETERS = ("batch_limit", "stream_limit", "batch_flush_timeout", "stream
 
 
 @blueprint.get("/subscriptions/<subscription_id>/events")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def stream(subscription_id: str) -> Response:
     return _stream(subscription_id, request.args, frozenset())
 
 
 @blueprint.post("/subscriptions/<subscription_id>/events")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def stream_partitions(subscription_id: str) -> Response:
     """Parameters come from the body (the query's are used for those it lacks)."""
     body = optional_json_body({})

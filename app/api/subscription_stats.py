@@ -13,6 +13,7 @@ from app.api.params import bool_param
 from app.coordination.subscription_state import SubscriptionState
 from app.security.guard import needs_scope, require_subscription
 from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.services import services
 from app.subscriptions.stats import subscription_stats
 
@@ -20,7 +21,7 @@ blueprint = Blueprint("subscription_stats", __name__)
 
 
 @blueprint.get("/subscriptions/<subscription_id>/stats")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def stats(subscription_id: str) -> Response:
     current = services()
     subscription = subscription_or_404(subscription_id)

@@ -16,6 +16,7 @@ from app.security.guard import (
     require_subscription,
 )
 from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.services import services
 from app.subscriptions import crud
 from app.subscriptions.body import SubscriptionInvalid, subscription_view
@@ -50,7 +51,7 @@ def _filter(name: str, value: str) -> str:
 
 
 @blueprint.post("/subscriptions")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def create() -> Response:
     subscription, created = crud.create_subscription(
         json_body(), feature_enabled(Feature.DISABLE_SUBSCRIPTION_CREATION), require_consumer)
@@ -65,7 +66,7 @@ def create() -> Response:
 
 
 @blueprint.get("/subscriptions")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def list_subscriptions() -> Response:
     owning_application = _filter("owning_application",
                                  request.args.get("owning_application", ""))
@@ -83,13 +84,13 @@ def list_subscriptions() -> Response:
 
 
 @blueprint.get("/subscriptions/<subscription_id>")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def get(subscription_id: str) -> Response:
     return jsonify(subscription_view(crud.get_subscription(subscription_id)))
 
 
 @blueprint.put("/subscriptions/<subscription_id>")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def update(subscription_id: str) -> Response:
     require_subscription(crud.get_subscription(subscription_id), Operation.ADMIN)
     crud.update_subscription(subscription_id, json_body())
@@ -97,7 +98,7 @@ def update(subscription_id: str) -> Response:
 
 
 @blueprint.delete("/subscriptions/<subscription_id>")
-@needs_scope(Operation.READ)
+@needs_scope(Scope.READ)
 def delete(subscription_id: str) -> Response:
     require_subscription(crud.get_subscription(subscription_id), Operation.ADMIN)
     crud.delete_subscription(subscription_id)

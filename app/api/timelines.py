@@ -17,7 +17,7 @@ from app.registry.timestamps import rfc3339
 from app.repository.event_types import get_event_type
 from app.repository.timelines import TimelineConflict, TimelineRecord, list_timelines
 from app.security.guard import needs_scope, require_admin
-from app.security.policy import Operation
+from app.security.scopes import Scope
 from app.services import services
 from app.storage.offsets import encode_offset
 
@@ -43,7 +43,7 @@ def _view(record: TimelineRecord) -> dict[str, Any]:
 
 
 @blueprint.get("/event-types/<name>/timelines")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def get_timelines(name: str) -> Response:
     require_admin(AdminPermission.READ)
     records = list_timelines(services().pool, name)
@@ -63,7 +63,7 @@ def _storage_id(body: Any) -> str:
 
 
 @blueprint.post("/event-types/<name>/timelines")
-@needs_scope(Operation.ADMIN)
+@needs_scope(Scope.CONFIG)
 def create_timeline(name: str) -> Response:
     require_admin(AdminPermission.WRITE)
     current = services()

@@ -21,6 +21,7 @@ from app.domain.subscription import Subscription
 from app.problems import Problem, problem_response
 from app.security.authentication import AuthenticationUnavailable, Unauthenticated
 from app.security.policy import Decision, Operation, Policy
+from app.security.scopes import Scope
 from app.security.service import Security
 from app.security.settings_cache import SettingsUnavailable
 from app.security.subjects import Subject
@@ -36,11 +37,11 @@ View = TypeVar("View", bound=Callable[..., object])
 log = logging.getLogger(__name__)
 
 
-def needs_scope(operation: Operation) -> Callable[[View], View]:
+def needs_scope(kind: Scope) -> Callable[[View], View]:
     """Declare the kind of action an endpoint is, so that the scope configured for it
-    (``NAKADI_OAUTH2_<READ|WRITE|ADMIN>_SCOPE``, none by default) is required."""
+    (``NAKADI_OAUTH2_<READ|WRITE|ADMIN|CONFIG>_SCOPE``, none by default) is required."""
     def declare(view: View) -> View:
-        view.nakadi_scope = operation  # type: ignore[attr-defined]
+        view.nakadi_scope = kind  # type: ignore[attr-defined]
         return view
     return declare
 
@@ -74,8 +75,8 @@ def install_authentication(app: Flask) -> None:
                                          "try again later.")
         g.subject = subject
         view = app.view_functions.get(request.endpoint or "")
-        operation = getattr(view, "nakadi_scope", None)
-        scope = security.scopes.get(operation) if operation is not None else None
+        kind = getattr(view, "nakadi_scope", None)
+        scope = security.scopes.get(kind) if kind is not None else None
         if scope and scope not in subject.scopes:
             return _challenge(403, f"the token lacks the scope '{scope}' that this "
                                    "endpoint needs", "insufficient_scope", scope)
@@ -136,6 +137,12 @@ def require_subscription_reader(subscription: Subscription) -> None:
     """403 unless the caller may stream and commit: a reader of the subscription and of
     every event type it reads, and not blacklisted as their consumer."""
     require_subscription(subscription, Operation.READ)
+    require_consumer_of_event_types(subscription)
+
+
+def require_consumer_of_event_types(subscription: Subscription) -> None:
+    """403 unless the caller may read every event type the subscription reads (and is
+    not blacklisted as their consumer)."""
     event_types = services().event_types
     found = [event_types.get(name) for name in subscription.event_types]
     require_consumer([entry[0] for entry in found if entry is not None])

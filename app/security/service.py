@@ -7,7 +7,8 @@ from app.config import Settings
 from app.domain.security import AdminAuthorization
 from app.repository.database import ConnectionPool
 from app.security.authentication import Authenticator
-from app.security.policy import Operation, Policy
+from app.security.policy import Policy
+from app.security.scopes import configured_scopes
 from app.security.settings_cache import SecuritySettingsCache
 from app.security.subjects import Subject, parse_attribute_list, parse_realms
 from app.security.tokeninfo import TokenInfoClient
@@ -17,9 +18,7 @@ class Security:
     def __init__(self, settings: Settings, pool: ConnectionPool) -> None:
         admins = parse_attribute_list(settings.admins, "NAKADI_ADMINS")
         self.configured_admins = AdminAuthorization(admins, admins, admins)
-        self.scopes = {Operation.READ: settings.oauth2_read_scope.strip(),
-                       Operation.WRITE: settings.oauth2_write_scope.strip(),
-                       Operation.ADMIN: settings.oauth2_admin_scope.strip()}
+        self.scopes = configured_scopes(settings)
         self.authenticator: Authenticator | None = None
         if settings.oauth2_tokeninfo_url:
             self.authenticator = Authenticator(

@@ -20,15 +20,17 @@ from deploy.localstack import free_port
 from tests.api.conftest import start_gunicorn, stop_gunicorn, wait_until_serving
 from tests.helpers.tokeninfo import EMPLOYEES, SERVICES, TokenInfoStub
 
-READ_SCOPE, WRITE_SCOPE, ADMIN_SCOPE = ("nakadi.event_stream.read", "nakadi.event_stream.write",
-                                        "nakadi.event_type.write")
-ALL_SCOPES = [READ_SCOPE, WRITE_SCOPE, ADMIN_SCOPE]
+READ_SCOPE, WRITE_SCOPE, ADMIN_SCOPE, CONFIG_SCOPE = (
+    "nakadi.event_stream.read", "nakadi.event_stream.write", "nakadi.event_type.write",
+    "nakadi.config.write")
+ALL_SCOPES = [READ_SCOPE, WRITE_SCOPE, ADMIN_SCOPE, CONFIG_SCOPE]
 TOKENS = {
     "alice-token": {"uid": "alice", "realm": EMPLOYEES, "scope": ALL_SCOPES},
     "bob-token": {"uid": "bob", "realm": EMPLOYEES, "scope": ALL_SCOPES},
     "app-token": {"uid": "stups_app", "realm": SERVICES, "scope": ALL_SCOPES},
     "root-token": {"uid": "root", "realm": EMPLOYEES, "scope": ALL_SCOPES},
     "carol-token": {"uid": "carol", "realm": EMPLOYEES, "scope": ["uid"]},
+    "dave-token": {"uid": "dave", "realm": EMPLOYEES, "scope": ALL_SCOPES[:3]},
     "robot-token": {"uid": "r2d2", "realm": "/robots", "scope": ALL_SCOPES},
 }
 SCHEMA = {"type": "object", "properties": {"n": {"type": "integer"}}}
@@ -84,7 +86,7 @@ def secure_server(stack_env, token_info, token_info_ca, tmp_path_factory
                NAKADI_OAUTH2_TOKENINFO_URL=token_info.url,
                NAKADI_OAUTH2_TOKENINFO_TIMEOUT_S="0.5", NAKADI_ADMINS="user:root",
                NAKADI_OAUTH2_READ_SCOPE=READ_SCOPE, NAKADI_OAUTH2_WRITE_SCOPE=WRITE_SCOPE,
-               NAKADI_OAUTH2_ADMIN_SCOPE=ADMIN_SCOPE)
+               NAKADI_OAUTH2_ADMIN_SCOPE=ADMIN_SCOPE, NAKADI_OAUTH2_CONFIG_SCOPE=CONFIG_SCOPE)
     port = free_port()
     log = tmp_path_factory.mktemp("secure-gunicorn") / "gunicorn.log"
     process = start_gunicorn(env, port, log)

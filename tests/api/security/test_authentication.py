@@ -11,7 +11,7 @@ import requests
 
 from deploy.localstack import free_port
 from tests.api.conftest import assert_problem, start_gunicorn, stop_gunicorn, wait_until_serving
-from tests.api.security.conftest import auth, business_event
+from tests.api.security.conftest import auth, business_event, event_type_body
 from tests.helpers.waiting import wait_until
 
 
@@ -108,6 +108,27 @@ def test_reading_subscriptions_needs_the_read_scope(secure_url, path):
     response = requests.get(secure_url + path, headers=auth("carol"))
     assert "nakadi.event_stream.read" in assert_problem(response, 403)["detail"]
     assert requests.get(secure_url + "/subscriptions", headers=auth("bob")).status_code == 200
+
+
+def test_deleting_an_event_type_needs_the_config_scope(secure_url):
+    """001: defining event types asks nakadi.event_type.write, deleting one (as the
+    settings, storages and timelines) nakadi.config.write."""
+    name = f"sec.test-{uuid.uuid4().hex[:10]}"
+    response = requests.post(secure_url + "/event-types", headers=auth("dave"),
+                             json=event_type_body(name, None))
+    assert response.status_code == 201, response.text
+    for path in (f"/event-types/{name}", "/settings/blacklist/CONSUMER_APP/someone"):
+        response = requests.delete(secure_url + path, headers=auth("dave"))
+        assert "nakadi.config.write" in assert_problem(response, 403)["detail"]
+    response = requests.delete(f"{secure_url}/event-types/{name}", headers=auth("alice"))
+    assert response.status_code == 200, response.text
+
+
+@pytest.mark.parametrize("path", ["/metrics", "/metrics/prometheus"])
+def test_metrics_need_authentication_but_no_scope(secure_url, path):
+    """001 asks no scope of /metrics: monitoring agents need no rights of their own."""
+    assert requests.get(secure_url + path, headers=auth("carol")).status_code == 200
+    assert_problem(requests.get(secure_url + path), 401)
 
 
 def test_the_subject_reaches_the_logs_and_the_token_never_does(secure_server, secure_url):

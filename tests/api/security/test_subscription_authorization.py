@@ -79,12 +79,13 @@ STREAM_PARAMS = {"stream_timeout": "60", "batch_flush_timeout": "1"}
 @pytest.fixture
 def protected_subscription(secure_url, protected_event_types):
     """Subscriptions (created as root, reading from begin) on a new event type; both carry
-    the given sections (the subscription's, then the event type's). Deleted afterwards."""
+    the given sections (the subscription's, then the event type's: by default alice
+    administers both and may read the event type). Deleted afterwards."""
     ids: list[str] = []
 
     def create(section: dict = SECTION, event_type_section: dict | None = None) -> str:
         name = protected_event_types(event_type_section or {
-            "admins": SECTION["admins"], "readers": SECTION["readers"],
+            "admins": SECTION["admins"], "readers": SECTION["readers"] + SECTION["admins"],
             "writers": [{"data_type": "user", "value": "alice"}]})
         response = requests.post(secure_url + "/subscriptions", headers=auth("root"), json={
             "owning_application": "sec-test", "event_types": [name], "read_from": "begin",
@@ -229,3 +230,21 @@ def test_creating_a_subscription_needs_reading_every_event_type(secure_url,
                              json={**body, "read_from": "begin"})
     assert response.status_code == 201, response.text
     requests.delete(f"{secure_url}/subscriptions/{response.json()['id']}", headers=auth("root"))
+
+
+def test_resetting_cursors_needs_reading_every_event_type(secure_url, protected_subscription):
+    """A subscription admin who may not read its event type learnt the partitions'
+    offsets from the reset's 422s."""
+    subscription_id = protected_subscription(
+        SECTION, {"admins": SECTION["admins"], "readers": SECTION["readers"],
+                  "writers": SECTION["admins"]})
+    name = requests.get(f"{secure_url}/subscriptions/{subscription_id}",
+                        headers=auth("root")).json()["event_types"][0]
+    far = {"event_type": name, "partition": "0", "offset": "001-0001-000000000000009999"}
+    response = requests.patch(f"{secure_url}/subscriptions/{subscription_id}/cursors",
+                              headers=auth("alice"), json={"items": [far]})
+    detail = assert_problem(response, 403)["detail"]
+    assert "user:alice may not read EventType" in detail and "001-" not in detail
+    response = requests.patch(f"{secure_url}/subscriptions/{subscription_id}/cursors",
+                              headers=auth("root"), json={"items": [far]})
+    assert "001-" in assert_problem(response, 422)["detail"]
