@@ -27,7 +27,7 @@ import psycopg2
 from app.config import Settings
 from app.repository.database import ConnectionPool, make_green
 from app.repository.storages import get_storage, register_local_storages
-from app.storage.engine import BEFORE_FIRST, StorageEngine
+from app.storage.engine import BEFORE_FIRST, StorageEngine, count_events
 from app.storage.engines import build_engine
 from deploy.localstack import LocalStack, free_port
 from sql.migrate import migrate
@@ -80,7 +80,7 @@ def bench_read(engine: StorageEngine, topic: str) -> tuple[float, float, int]:
         got = reader.poll(1000, timeout=1.0)
         if not got:
             break
-        streamed += len(got)
+        streamed += count_events(got)
     reader.close()
     return read_rate, streamed / (time.perf_counter() - started), total
 
