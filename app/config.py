@@ -41,6 +41,7 @@ class Settings:
     default_storage: str = "postgres"
     log_level: str = "INFO"
     retention_check_interval_s: float = 60.0
+    compaction_interval_s: float = 600.0
     topic_sweep_interval_s: float = 30.0
     timeline_switch_timeout_s: float = 5.0
     timeline_publish_wait_s: float = 15.0

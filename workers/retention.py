@@ -1,5 +1,6 @@
 """Removes events past their topic's retention time from the storages that leave
-it to the broker (``postgres``; Kafka enforces retention itself), and closed
+it to the broker (``postgres``; Kafka enforces retention itself), the events a
+newer one of the same key replaced from their compacted topics, and closed
 timelines whose retention ended: they are marked cleaned up at once (readers
 stop reading them within a poll) and their topics removed by the topic sweeps
 ``TIMELINE_TOPIC_DELAY_S`` later.
@@ -21,7 +22,8 @@ TIMELINE_TOPIC_DELAY_S = 30.0
 
 
 def purge_once(services: Services) -> int:
-    """Purge every storage if no other process is doing it; returns events removed."""
+    """Purge and compact every storage if no other process is doing it; returns events
+    removed."""
     removed = 0
     with services.pool.connection() as conn, conn.cursor() as cursor:
         conn.autocommit = True
@@ -34,6 +36,7 @@ def purge_once(services: Services) -> int:
                 removed += clean_up_expired(services.pool, TIMELINE_TOPIC_DELAY_S)
                 for engine in services.engines.all().values():
                     removed += engine.purge_expired()
+                    removed += engine.compact(services.settings.compaction_interval_s)
             finally:
                 cursor.execute("SELECT pg_advisory_unlock(%s)", (LOCK_KEY,))
         finally:
@@ -44,4 +47,4 @@ def purge_once(services: Services) -> int:
 def start_retention(services: Services) -> gevent.Greenlet:
     """Purge every ``retention_check_interval_s`` seconds, forever."""
     return run_every(services.settings.retention_check_interval_s,
-                     lambda: purge_once(services), "expired events removed")
+                     lambda: purge_once(services), "events removed (expired or compacted)")

@@ -221,6 +221,13 @@ class StorageEngine(ABC):
         storage enforces retention itself (Kafka) have nothing to do."""
         return 0
 
+    def compact(self, every_s: float) -> int:
+        """Remove the events of compacted topics that a later event of the same key
+        replaced, each partition at most once every ``every_s`` seconds; returns how
+        many. One process at a time calls it; engines whose storage compacts itself
+        (Kafka) have nothing to do."""
+        return 0
+
     def warm_up(self) -> None:
         """Start, without waiting for it, what a first append would otherwise wait for
         (a Kafka producer's connection and id take half a second). Nothing by default."""

@@ -7,7 +7,10 @@ on free ports unless NAKADI_DATABASE_URL / NAKADI_KAFKA_BOOTSTRAP_SERVERS point
 at running ones. Events are ~200-byte JSON documents. Appends run one
 greenlet at a time ("1 appender") and eight at once on eight partitions
 ("8 appenders"); reads drain the partitions written with ``read`` (1000 per call)
-and with a multi-partition ``reader``.
+and with a multi-partition ``reader``. On postgres it then compacts a topic of
+``--compaction-events`` events of 10,000 keys (the first compaction, then another
+after 5% more events) and prints how long each took, and the CPU it took this
+process (the worker's share; PostgreSQL reads the keys).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import gevent
 import psycopg2
 
 from app.config import Settings
+from app.domain.event_type import KEEP_FOREVER
 from app.repository.database import ConnectionPool, make_green
 from app.repository.storages import get_storage, register_local_storages
 from app.storage.engine import BEFORE_FIRST, StorageEngine, count_events
@@ -85,10 +89,36 @@ def bench_read(engine: StorageEngine, topic: str) -> tuple[float, float, int]:
     return read_rate, streamed / (time.perf_counter() - started), total
 
 
+def keyed_event(n: int, keys: int) -> bytes:
+    body = json.loads(event(n))
+    body["metadata"]["partition_compaction_key"] = f"key-{n % keys}"
+    return json.dumps(body, separators=(",", ":")).encode()
+
+
+def bench_compaction(engine: StorageEngine, events: int, keys: int = 10_000) -> None:
+    topic = f"bench-compact-{uuid.uuid4().hex[:8]}"
+    engine.create_topic(topic, 1, KEEP_FOREVER, compacted=True)
+    try:
+        appended = 0
+        for more in (events, events // 20):
+            for start in range(appended, appended + more, 1000):
+                engine.append(topic, 0, [keyed_event(n, keys)
+                                         for n in range(start, min(start + 1000, appended + more))])
+            appended += more
+            cpu, started = time.process_time(), time.perf_counter()
+            removed = engine.compact(0)
+            print(f"compaction of {appended:,} events ({more:,} new, {keys:,} keys):"
+                  f" {removed:,} removed in {time.perf_counter() - started:.2f} s,"
+                  f" {time.process_time() - cpu:.2f} s of this process's CPU", flush=True)
+    finally:
+        engine.delete_topic(topic)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0, help="per measurement")
     parser.add_argument("--engines", default="postgres,kafka")
+    parser.add_argument("--compaction-events", type=int, default=200_000)
     args = parser.parse_args()
 
     stack = None
@@ -123,6 +153,8 @@ def main() -> None:
                 print(f"{name:9} read (1000/call): {read_rate:,.0f} events/s;"
                       f" reader.poll(1000): {reader_rate:,.0f} events/s; {total:,} events",
                       flush=True)
+                if engine.storage_type == "postgres" and args.compaction_events:
+                    bench_compaction(engine, args.compaction_events)
             finally:
                 engine.delete_topic(topic)
                 engine.close()

@@ -93,3 +93,30 @@ def test_events_stored_a_row_each_become_chunks_with_their_offsets(new_database,
     finally:
         engine.close()
         pool.close()
+
+
+def test_topics_of_compacted_event_types_made_before_are_compacted_from_then_on(
+        new_database, monkeypatch):
+    database_url = new_database("ENCODING 'UTF8' TEMPLATE template0")
+    conn = psycopg2.connect(database_url)
+    try:
+        before = [m for m in available_migrations() if m[0] < 10]
+        monkeypatch.setattr("sql.migrate.available_migrations", lambda: before)
+        migrate(conn)
+        with conn, conn.cursor() as cursor:
+            cursor.execute("INSERT INTO storages (id, storage_type, configuration)"
+                           " VALUES ('pg', 'postgres', '{}')")
+            for name, policy in (("kept", "compact"), ("aged", "delete")):
+                cursor.execute("INSERT INTO event_types (name, document) VALUES (%s, %s)",
+                               (name, f'{{"cleanup_policy": "{policy}"}}'))
+                cursor.execute("INSERT INTO timelines VALUES (%s, %s, 1, 'pg', %s, 1)",
+                               (str(uuid.uuid4()), name, f"topic-{name}"))
+                cursor.execute("INSERT INTO log_topics (name, partitions, retention_ms)"
+                               " VALUES (%s, 1, 60000)", (f"topic-{name}",))
+        monkeypatch.undo()
+        assert migrate(conn) == ["010_postgres_compaction"]
+        with conn.cursor() as cursor:
+            cursor.execute("SELECT name, compacted FROM log_topics ORDER BY name")
+            assert cursor.fetchall() == [("topic-aged", False), ("topic-kept", True)]
+    finally:
+        conn.close()
