@@ -113,7 +113,7 @@ def test_a_compacted_event_types_topics_keep_events_whatever_their_age(base_url,
 def test_a_compacted_event_type_stores_each_event_under_its_compaction_key(
         base_url, pool, default_storage):
     """Kafka compacts a topic by record key: the topic is made compacted and each record
-    keyed by metadata.partition_compaction_key (PostgreSQL keeps no keys)."""
+    keyed by metadata.partition_compaction_key (PostgreSQL reads it from the events)."""
     body = business_event_type(cleanup_policy="compact")
     assert requests.post(base_url + "/event-types", json=body).status_code == 201
     name = body["name"]

@@ -250,6 +250,26 @@ def test_compact_cleanup_requires_a_compaction_key():
     )
     event = {"order_number": "1", "metadata": {**METADATA, "partition_compaction_key": "k"}}
     assert error_for(et, event) is None
+    event["metadata"]["partition_compaction_key"] = ""
+    assert error_for(et, event) == \
+        "#/metadata/partition_compaction_key: '' should be non-empty"
+
+
+@pytest.mark.parametrize("category", ["business", "data"])
+@pytest.mark.parametrize("engine", ["jsonschema-rs", "jsonschema"])
+def test_only_compacted_event_types_take_a_compaction_key(category, engine):
+    """001: "Must be absent otherwise." Nakadi refuses it too; both engines say why."""
+    schema = {**ORDER_SCHEMA, "patternProperties": {"^x-": {}}} if engine == "jsonschema" \
+        else ORDER_SCHEMA
+    et = event_type(category, schema=schema)
+    assert EventValidator(effective_schema(et)).engine == engine
+    metadata = {**METADATA, "partition_compaction_key": "k"}
+    event = ({"order_number": "1", "metadata": metadata} if category == "business" else
+             {"metadata": metadata, "data_type": "order", "data_op": "C",
+              "data": {"order_number": "1"}})
+    message = error_for(et, event)
+    assert message.startswith("#/metadata/partition_compaction_key: 'k' should not be valid")
+    assert "only compacted event types take a compaction key" in message
 
 
 def test_effective_schema_leaves_its_inputs_alone():
