@@ -30,8 +30,9 @@ _OBJECT_KEYWORDS = ("properties", "required", "minProperties", "maxProperties")
 # The spec's partition_compaction_key: "Required when 'cleanup_policy' of event type is set
 # to 'compact'. Must be absent otherwise." Nakadi refuses an empty one. An annotation alone
 # is valid for every value: `not` of it refuses any, and the error names why.
-COMPACTION_KEY = {"type": "string", "minLength": 1}
-NO_COMPACTION_KEY = {"not": {"description": "only compacted event types take a compaction key"}}
+COMPACTION_KEY: dict[str, Any] = {"type": "string", "minLength": 1}
+NO_COMPACTION_KEY: dict[str, Any] = {
+    "not": {"description": "only compacted event types take a compaction key"}}
 
 
 def metadata_schema(event_type_name: str, cleanup_policy: str) -> dict[str, Any]:
