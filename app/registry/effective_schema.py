@@ -27,21 +27,17 @@ STRICT_MODES = ("compatible", "none")
 _OBJECT_KEYWORDS = ("properties", "required", "minProperties", "maxProperties")
 
 
-# The spec's partition_compaction_key: "Required when 'cleanup_policy' of event type is set
-# to 'compact'. Must be absent otherwise." Nakadi refuses an empty one. An annotation alone
-# is valid for every value: `not` of it refuses any, and the error names why.
-COMPACTION_KEY: dict[str, Any] = {"type": "string", "minLength": 1}
-NO_COMPACTION_KEY: dict[str, Any] = {
-    "not": {"description": "only compacted event types take a compaction key"}}
-
-
 def metadata_schema(event_type_name: str, cleanup_policy: str) -> dict[str, Any]:
     """The `metadata` object of business and data events (the spec's EventMetadata)."""
     required = ["eid", "occurred_at"]
-    compaction_key = NO_COMPACTION_KEY
+    # The spec's partition_compaction_key: "Required when 'cleanup_policy' of event type is
+    # set to 'compact'. Must be absent otherwise." Nakadi refuses an empty one. An annotation
+    # alone is valid for every value: `not` of it refuses any, and the error names why.
+    compaction_key: dict[str, Any] = {
+        "not": {"description": "only compacted event types take a compaction key"}}
     if cleanup_policy == "compact":
         required.append("partition_compaction_key")
-        compaction_key = COMPACTION_KEY
+        compaction_key = {"type": "string", "minLength": 1}
     return {
         "type": "object",
         "properties": {
