@@ -9,6 +9,8 @@ from app.config import Settings
 
 
 class Scope(Enum):
+    """Named by the scope 001 gives each kind; a deployment configures the one asked."""
+
     READ = "nakadi.event_stream.read"
     WRITE = "nakadi.event_stream.write"
     EVENT_TYPES = "nakadi.event_type.write"  # creating and changing event types

@@ -458,7 +458,6 @@ class PostgresEngine(StorageEngine):
                 self._rewrite(topic_id, partition,
                               {chunk: replaced[chunk]
                                for chunk in in_span[start:start + REWRITE_CHUNKS_AT_ONCE]})
-
         where = {"topic_id": topic_id, "partition": partition}
         merges = merged_ranges(self._query(EMPTIED, (topic_id, partition, upto)))
         try:
