@@ -79,16 +79,18 @@ WHERE t.compacted AND p.next_offset - 1 > coalesce(c.compacted_to, -1)
 """
 
 # The chunk (its last offset), offset and compaction key of each event still there in
-# the chunks ending in (%s, %s]. PostgreSQL reads the keys out of the events, except out of
-# those holding an escaped NUL (valid JSON that PostgreSQL refuses to read): no key, kept.
+# the chunks ending in (%s, %s], the newest first. PostgreSQL reads the keys out of the
+# events, except out of those holding an escaped NUL (valid JSON that PostgreSQL refuses
+# to read): no key, kept.
 EVENT_KEYS = """
-SELECT c.last_offset, c.first_offset + l.n - 1,
+SELECT c.last_offset, c.first_offset + l.n - 1 AS event_offset,
        CASE WHEN strpos(l.line, '\\u0000') = 0
             THEN l.line::jsonb -> 'metadata' ->> 'partition_compaction_key' END
 FROM log_chunks c,
      unnest(string_to_array(c.payloads, E'\\n')) WITH ORDINALITY AS l (line, n)
 WHERE c.topic_id = %s AND c.partition = %s AND c.last_offset > %s AND c.last_offset <= %s
   AND l.line <> ''
+ORDER BY event_offset DESC
 """
 
 # Each chunk's last offset and size, in order: no payload is read.
@@ -442,22 +444,24 @@ class PostgresEngine(StorageEngine):
     def _compact_partition(self, topic_id: int, partition: int, compacted_to: int,
                            upto: int) -> int:
         sizes = self._query(CHUNK_SIZES, (topic_id, partition, upto))
-        latest: dict[str, int] = {}  # key -> its newest offset, among the new events
-        for low, high in spans(sizes, compacted_to):
-            for _, offset, key in self._query(EVENT_KEYS, (topic_id, partition, low, high)):
-                if key is not None and offset > latest.get(key, -1):
-                    latest[key] = offset
+        seen: set[str] = set()  # the keys of the events since the last compaction
         replaced: dict[int, list[int]] = defaultdict(list)  # chunk -> offsets
-        for low, high in spans(sizes, BEFORE_FIRST):
+        # The new events from the newest back: an event whose key came already is replaced.
+        for low, high in reversed(spans(sizes, compacted_to)):
             for chunk, offset, key in self._query(EVENT_KEYS, (topic_id, partition, low, high)):
-                if latest.get(key, -1) > offset:
+                if key in seen:
                     replaced[chunk].append(offset)
-        for low, high in spans([row for row in sizes if row[0] in replaced], BEFORE_FIRST):
-            in_span = [chunk for chunk in replaced if low < chunk <= high]
-            for start in range(0, len(in_span), REWRITE_CHUNKS_AT_ONCE):
-                self._rewrite(topic_id, partition,
-                              {chunk: replaced[chunk]
-                               for chunk in in_span[start:start + REWRITE_CHUNKS_AT_ONCE]})
+                elif key is not None:
+                    seen.add(key)
+        # The events compacted before: only a new event can replace them.
+        for low, high in spans([row for row in sizes if row[0] <= compacted_to], BEFORE_FIRST):
+            for chunk, offset, key in self._query(EVENT_KEYS, (topic_id, partition, low, high)):
+                if key in seen:
+                    replaced[chunk].append(offset)
+        in_replaced = [row for row in sizes if row[0] in replaced]
+        for low, high in spans(in_replaced, BEFORE_FIRST, REWRITE_CHUNKS_AT_ONCE):
+            self._rewrite(topic_id, partition, {chunk: offsets for chunk, offsets
+                                                in replaced.items() if low < chunk <= high})
         where = {"topic_id": topic_id, "partition": partition}
         merges = merged_ranges(self._query(EMPTIED, (topic_id, partition, upto)))
         try:
@@ -531,19 +535,20 @@ def compacted_runs(partition: int, first: int, lines: list[bytes]) -> list[Event
     return runs
 
 
-def spans(sizes: Sequence[tuple[int, int]], after: int) -> list[tuple[int, int]]:
+def spans(sizes: Sequence[tuple[int, int]], after: int, max_chunks: int | None = None
+          ) -> list[tuple[int, int]]:
     """Ranges (low, high] of chunks' last offsets, of the chunks ending after ``after``,
-    that hold at most COMPACTION_BYTES each (or one larger chunk). ``sizes``: each
-    chunk's last offset and size, in order."""
+    that hold at most COMPACTION_BYTES each (or one larger chunk) and ``max_chunks``
+    chunks. ``sizes``: each chunk's last offset and size, in order."""
     ranges: list[tuple[int, int]] = []
-    low, high, total = after, after, 0
+    low, high, total, count = after, after, 0, 0
     for last, size in sizes:
         if last <= after:
             continue
-        if high > low and total + size > COMPACTION_BYTES:
+        if high > low and (total + size > COMPACTION_BYTES or count == max_chunks):
             ranges.append((low, high))
-            low, total = high, 0
-        high, total = last, total + size
+            low, total, count = high, 0, 0
+        high, total, count = last, total + size, count + 1
     if high > low:
         ranges.append((low, high))
     return ranges
