@@ -12,10 +12,10 @@ Every method may be called from any greenlet: engines keep blocking work
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from time import monotonic
-from typing import NamedTuple, Protocol
+from typing import NamedTuple, Protocol, overload
 
 from app.dependencies import DependencyUnavailable
 
@@ -50,6 +50,46 @@ Keys = Mapping[int, Sequence[bytes]]
 """Per partition, the compaction key of each event appended (a compacted topic's)."""
 
 
+class Lines(Sequence[bytes]):
+    """The payloads of ``count`` consecutive events kept as the one ``bytes`` a storage
+    holds them in, a line each: split into events only where a caller takes them apart
+    (an index, a slice that is not the whole, iteration). Streams send them whole: on
+    ~400-byte events, splitting a chunk cost ~300 ns an event, more than everything
+    else a postgres stream does with it."""
+
+    __slots__ = ("_count", "data")
+
+    def __init__(self, data: bytes, count: int) -> None:
+        if count < 1:
+            raise ValueError("lines hold one event at least")
+        self.data = data
+        self._count = count
+
+    def __len__(self) -> int:
+        return self._count
+
+    @overload
+    def __getitem__(self, index: int) -> bytes: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[bytes]: ...
+
+    def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
+        if isinstance(index, slice) and index.indices(self._count) == (0, self._count, 1):
+            return self
+        return self.data.split(b"\n")[index]
+
+    def __iter__(self) -> Iterator[bytes]:
+        return iter(self.data.split(b"\n"))
+
+    def __repr__(self) -> str:
+        return f"Lines({self.data!r}, {self._count})"
+
+    def payload_bytes(self) -> int:
+        """The size of the payloads, line breaks not counted."""
+        return len(self.data) - self._count + 1
+
+
 class EventRun(NamedTuple):
     """Events of one partition at consecutive offsets, as readers give them: the offset
     of the first and the payloads. Streams take events a run at a time, so what they
@@ -57,7 +97,7 @@ class EventRun(NamedTuple):
 
     partition: int
     first: int
-    payloads: list[bytes]
+    payloads: Sequence[bytes]
 
     @property
     def last(self) -> int:

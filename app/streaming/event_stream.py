@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 import socket
 import time
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 
 import gevent
 from kazoo.client import KazooClient
@@ -25,7 +25,7 @@ from app.cursors import client_cursor
 from app.domain.timeline import Timelines
 from app.storage.across_timelines import EngineFor, SwitchWatch, TimelinesReader
 from app.storage.engine import StorageError, StreamReader
-from app.streaming.batcher import Batcher
+from app.streaming.batcher import Batch, Batcher
 from app.streaming.connection import client_gone
 from app.streaming.limits import StreamLimits
 from app.streaming.lines import batch_line, joined
@@ -57,7 +57,7 @@ class EventStream:
         self._batcher: Batcher[int] = Batcher(limits, positions, clock)
         self._ends_at = clock() + limits.stream_timeout
 
-    def _line(self, partition: int, payloads: list[bytes], event_type: str) -> bytes:
+    def _line(self, partition: int, payloads: Sequence[bytes], event_type: str) -> bytes:
         position = self._positions.send(partition, len(payloads))
         cursor = client_cursor(self._timeline, partition, position)
         line = batch_line(cursor, payloads)
@@ -108,7 +108,7 @@ class EventStream:
                     or not self._still_exists()):
                 return
 
-    def _lines(self, batches: Iterable[tuple[int, list[bytes]]]) -> Iterator[bytes]:
+    def _lines(self, batches: Iterable[Batch[int]]) -> Iterator[bytes]:
         # Offsets of a newer timeline: the reader reads one only once ``current`` gave
         # it, so asking here, after the read and before the lines, is soon enough.
         self._timeline = self._current() or self._timeline

@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import orjson
+
+from app.streaming.payloads import json_items
 
 JOIN_BYTES = 256 * 1024
 """About the largest chunk ``joined`` makes of short lines; a longer line (a batch of
 1,000 ~250-byte events) is a chunk of its own."""
 
 
-def batch_line(cursor: dict[str, str], payloads: list[bytes],
+def batch_line(cursor: dict[str, str], payloads: Sequence[bytes],
                info: dict[str, Any] | None = None) -> bytes:
     """``{"cursor": ..., "events": [...], "info": ...}`` and a newline; without
     events (a keep-alive) the line has no ``events`` field. Payloads are the
@@ -21,7 +23,9 @@ def batch_line(cursor: dict[str, str], payloads: list[bytes],
     against 10."""
     pieces = [b'{"cursor":', orjson.dumps(cursor)]
     if payloads:
-        pieces += (b',"events":[', b",".join(payloads), b"]")
+        pieces.append(b',"events":[')
+        pieces += json_items(payloads)
+        pieces.append(b"]")
     if info:
         pieces += (b',"info":', orjson.dumps(info))
     pieces.append(b"}\n")

@@ -30,7 +30,7 @@ import logging
 import socket
 import time
 import uuid
-from collections.abc import Callable, Generator, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 
 import gevent
 import gevent.event
@@ -48,7 +48,7 @@ from app.domain.subscription import Subscription
 from app.domain.topology import PartitionKey, Session, Topology, key_order
 from app.storage.across_timelines import SwitchWatch
 from app.storage.engine import StorageEngine, StorageError, TopicNotFound
-from app.streaming.batcher import Batcher
+from app.streaming.batcher import Batch, Batcher
 from app.streaming.connection import client_gone
 from app.streaming.lines import batch_line, joined
 from app.streaming.positions import TakenPositions
@@ -342,7 +342,7 @@ class SubscriptionStream:
         return buffered > 0 and \
             self._commits.uncommitted() + buffered >= self._params.max_uncommitted_events
 
-    def _send(self, batches: Iterable[tuple[PartitionKey, list[bytes]]]) -> Iterator[bytes]:
+    def _send(self, batches: Iterable[Batch[PartitionKey]]) -> Iterator[bytes]:
         for key, payloads in batches:
             held = self._held[key]
             held.sent = self._taken.send(key, len(payloads))
@@ -350,7 +350,7 @@ class SubscriptionStream:
                 self._commits.sent()
             yield self._line(key, held.sent, payloads)
 
-    def _line(self, key: PartitionKey, position: int, payloads: list[bytes],
+    def _line(self, key: PartitionKey, position: int, payloads: Sequence[bytes],
               debug: str | None = None) -> bytes:
         cursor = {"partition": key[1], "offset": self._partitions.client_offset(key, position),
                   "event_type": key[0], "cursor_token": next(self._tokens)}

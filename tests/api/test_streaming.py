@@ -83,6 +83,29 @@ def test_resuming_from_a_batch_cursor_loses_and_repeats_nothing(base_url, event_
     assert amounts(rest) == [4, 5, 6, 7]
 
 
+@pytest.mark.parametrize("batch_limit", [1, 2, 4, 11, 22])
+def test_batches_cut_across_and_inside_stored_batches_lose_and_repeat_nothing(
+        base_url, event_type, batch_limit):
+    """Events published together are read together (a chunk on postgres) and cut
+    where batch_limit falls; every event arrives once, in order, whole."""
+    start = 0
+    for count in (3, 1, 7, 2, 5):
+        publish(base_url, event_type, 0, count, start=start)
+        start += count
+    publish(base_url, event_type, 1, 4)
+    batches = read_batches(open_stream(base_url, event_type, begin(0, 1),
+                                       batch_limit=batch_limit, stream_limit=22))
+    for partition, expected in (("0", list(range(18))), ("1", list(range(4)))):
+        mine = [b for b in batches if b["cursor"]["partition"] == partition and "events" in b]
+        assert amounts(mine) == expected
+        assert all(len(b["events"]) <= batch_limit for b in mine)
+        assert all(e["metadata"]["partition"] == partition for b in mine for e in b["events"])
+        sent = 0
+        for batch in mine:
+            sent += len(batch["events"])
+            assert batch["cursor"]["offset"] == f"001-0001-{sent - 1:018d}"
+
+
 def test_without_cursors_the_stream_starts_at_the_newest_events(base_url, event_type):
     publish(base_url, event_type, 0, 3)
     # The stream's start positions are fixed before its headers come back.
