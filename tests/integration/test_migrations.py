@@ -118,7 +118,7 @@ def test_topics_of_compacted_event_types_made_before_are_compacted_from_then_on(
                                " last_offset, payloads) VALUES (%s, 0, 0, 1, %s)",
                                (topic_id, '{"a":1}\n{"a":2}'))
         monkeypatch.undo()
-        assert migrate(conn) == ["010_postgres_compaction", "011_chunk_holes"]
+        assert migrate(conn)[:2] == ["010_postgres_compaction", "011_chunk_holes"]
         with conn.cursor() as cursor:
             cursor.execute("SELECT name, compacted FROM log_topics ORDER BY name")
             assert cursor.fetchall() == [("topic-aged", False), ("topic-kept", True)]

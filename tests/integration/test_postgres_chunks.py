@@ -61,3 +61,17 @@ def test_a_payload_with_a_line_break_is_refused_and_nothing_is_stored(postgres_e
     with pytest.raises(ValueError, match="line break"):
         postgres_engine.append_many(postgres_topic, {0: [b'{"a":1}'], 1: [b'{\n"a":2}']})
     assert chunks(pool, postgres_topic) == []
+
+
+def test_chunks_are_stored_compressed(postgres_engine, postgres_topic, pool):
+    payloads = [b'{"order_number":"%d","amount":%d,"currency":"EUR"}' % (n, n)
+                for n in range(CHUNK_EVENTS)]
+    postgres_engine.append(postgres_topic, 0, payloads)
+    [(method, stored, size)] = pool.fetch_all(
+        "SELECT pg_column_compression(payloads), pg_column_size(payloads),"
+        " octet_length(payloads) FROM log_chunks"
+        " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)", (postgres_topic,))
+    assert method == "lz4"
+    assert stored < size / 3
+    assert [e.payload for e in postgres_engine.read(postgres_topic, 0, BEFORE_FIRST, 2000)] \
+        == payloads
