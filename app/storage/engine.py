@@ -115,8 +115,10 @@ def split_runs(runs: list[EventRun], count: int) -> tuple[list[EventRun], list[E
         if count <= 0:
             return taken, runs[index:]
         if len(run.payloads) > count:
-            head = EventRun(run.partition, run.first, run.payloads[:count])
-            tail = EventRun(run.partition, run.first + count, run.payloads[count:])
+            # ``Lines`` split once for both halves
+            payloads = run.payloads if type(run.payloads) is list else list(run.payloads)
+            head = EventRun(run.partition, run.first, payloads[:count])
+            tail = EventRun(run.partition, run.first + count, payloads[count:])
             return [*taken, head], [tail, *runs[index + 1:]]
         taken.append(run)
         count -= len(run.payloads)
