@@ -353,14 +353,11 @@ class PostgresEngine(StorageEngine):
         for partition, first, last, holes, payloads in rows:
             skip = max(0, positions[partition] + 1 - first)
             positions[partition] = last
-            if not skip and not holes:
-                runs.append(EventRun(partition, first, Lines(payloads, last - first + 1)))
-                continue
-            taken = payloads.split(b"\n")[skip:]
-            if all(taken):
-                runs.append(EventRun(partition, first + skip, taken))
-            else:
-                runs += compacted_runs(partition, first + skip, taken)
+            if holes:
+                runs += compacted_runs(partition, first + skip, payloads.split(b"\n")[skip:])
+            else:  # whole unless read from inside
+                runs.append(EventRun(partition, first + skip,
+                                     Lines(payloads, last - first + 1)[skip:]))
         more = len(rows) >= limit or any(positions[p] >= end for p, end in shares_end.items())
         return runs, more
 

@@ -41,6 +41,25 @@ def new_database(settings):
         admin.close()
 
 
+def database_before(new_database, monkeypatch, version: int
+                    ) -> tuple[str, psycopg2.extensions.connection]:
+    """A new database with the migrations before ``version`` applied, as one made
+    before that migration existed: its URL and a connection for the test to close.
+    ``migrate`` on it applies the rest."""
+    database_url = new_database("ENCODING 'UTF8' TEMPLATE template0")
+    conn = psycopg2.connect(database_url)
+    before = [m for m in available_migrations() if m[0] < version]
+    monkeypatch.setattr("sql.migrate.available_migrations", lambda: before)
+    try:
+        migrate(conn)
+    except BaseException:
+        conn.close()
+        raise
+    finally:
+        monkeypatch.undo()
+    return database_url, conn
+
+
 def test_a_database_that_cannot_store_every_character_is_refused(new_database):
     conn = psycopg2.connect(new_database(
         "ENCODING 'LATIN1' TEMPLATE template0 LC_COLLATE 'C' LC_CTYPE 'C'"))
@@ -60,12 +79,8 @@ def test_events_stored_a_row_each_become_chunks_with_their_offsets(new_database,
     from app.storage.engine import BEFORE_FIRST
     from app.storage.postgres import PostgresEngine
 
-    database_url = new_database("ENCODING 'UTF8' TEMPLATE template0")
-    conn = psycopg2.connect(database_url)
+    database_url, conn = database_before(new_database, monkeypatch, 8)
     try:
-        before_chunks = [m for m in available_migrations() if m[0] < 8]
-        monkeypatch.setattr("sql.migrate.available_migrations", lambda: before_chunks)
-        migrate(conn)
         with conn, conn.cursor() as cursor:
             cursor.execute("INSERT INTO log_topics (name, partitions, retention_ms)"
                            " VALUES ('old', 1, 60000) RETURNING id")
@@ -76,7 +91,6 @@ def test_events_stored_a_row_each_become_chunks_with_their_offsets(new_database,
                 "INSERT INTO log_events (topic_id, partition, event_offset, payload)"
                 " VALUES (%s, 0, %s, %s)",
                 [(topic_id, 3, b'{"n":3}'), (topic_id, 4, b'{"n":\n4}')])
-        monkeypatch.undo()
         assert migrate(conn)[0] == "008_log_chunks"
         with conn.cursor() as cursor:
             cursor.execute("SELECT to_regclass('log_events')")
@@ -97,12 +111,8 @@ def test_events_stored_a_row_each_become_chunks_with_their_offsets(new_database,
 
 def test_topics_of_compacted_event_types_made_before_are_compacted_from_then_on(
         new_database, monkeypatch):
-    database_url = new_database("ENCODING 'UTF8' TEMPLATE template0")
-    conn = psycopg2.connect(database_url)
+    _, conn = database_before(new_database, monkeypatch, 10)
     try:
-        before = [m for m in available_migrations() if m[0] < 10]
-        monkeypatch.setattr("sql.migrate.available_migrations", lambda: before)
-        migrate(conn)
         with conn, conn.cursor() as cursor:
             cursor.execute("INSERT INTO storages (id, storage_type, configuration)"
                            " VALUES ('pg', 'postgres', '{}')")
@@ -117,7 +127,6 @@ def test_topics_of_compacted_event_types_made_before_are_compacted_from_then_on(
                 cursor.execute("INSERT INTO log_chunks (topic_id, partition, first_offset,"
                                " last_offset, payloads) VALUES (%s, 0, 0, 1, %s)",
                                (topic_id, '{"a":1}\n{"a":2}'))
-        monkeypatch.undo()
         assert migrate(conn)[:2] == ["010_postgres_compaction", "011_chunk_holes"]
         with conn.cursor() as cursor:
             cursor.execute("SELECT name, compacted FROM log_topics ORDER BY name")
