@@ -11,9 +11,12 @@ Every method may be called from any greenlet: engines keep blocking work
 
 from __future__ import annotations
 
+import sys
 from abc import ABC, abstractmethod
+from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import accumulate
 from time import monotonic
 from typing import NamedTuple, Protocol, overload
 
@@ -52,18 +55,25 @@ Keys = Mapping[int, Sequence[bytes]]
 
 class Lines(Sequence[bytes]):
     """The payloads of ``count`` consecutive events kept as the one ``bytes`` a storage
-    holds them in, a line each: split into events only where a caller takes them apart
-    (an index, a slice that is not the whole, iteration). Streams send them whole: on
-    ~400-byte events, splitting a chunk cost ~300 ns an event, more than everything
-    else a postgres stream does with it."""
+    holds them in, a line each: split into events only where a caller takes them apart.
+    Streams send them whole: on ~400-byte events, splitting a chunk cost ~300 ns an
+    event, more than everything else a postgres stream does with it.
 
-    __slots__ = ("_count", "data")
+    With the line ends of the chunk they come from (``ends``: each line's end counted
+    in payload bytes, line breaks not counted; the lines are ``ends[first:]``), a slice
+    is a window of the text, one copy and no split: a batch of 100 events cut out of a
+    1,000-event chunk cost ~46 us a chunk against ~335 split (``line_ends``)."""
 
-    def __init__(self, data: bytes, count: int) -> None:
+    __slots__ = ("_count", "_first", "data", "ends")
+
+    def __init__(self, data: bytes, count: int, ends: Sequence[int] | None = None,
+                 first: int = 0) -> None:
         if count < 1:
             raise ValueError("lines hold one event at least")
         self.data = data
         self._count = count
+        self.ends = ends
+        self._first = first
 
     def __len__(self) -> int:
         return self._count
@@ -75,9 +85,29 @@ class Lines(Sequence[bytes]):
     def __getitem__(self, index: slice) -> Sequence[bytes]: ...
 
     def __getitem__(self, index: int | slice) -> bytes | Sequence[bytes]:
-        if isinstance(index, slice) and index.indices(self._count) == (0, self._count, 1):
-            return self
+        if isinstance(index, slice):
+            start, stop, step = index.indices(self._count)
+            if (start, stop, step) == (0, self._count, 1):
+                return self
+            if self.ends is not None and step == 1:
+                return self._window(start, stop) if start < stop else []
+        elif self.ends is not None and -self._count <= index < self._count:
+            start = index % self._count
+            return self._window(start, start + 1).data
         return self.data.split(b"\n")[index]
+
+    def _window(self, start: int, stop: int) -> Lines:
+        """Lines ``start`` to ``stop`` (0 <= start < stop <= count) as lines of their own."""
+        assert self.ends is not None
+        base = self._line_start(self._first)
+        first, last = self._first + start, self._first + stop - 1
+        return Lines(self.data[self._line_start(first) - base:self.ends[last] + last - base],
+                     stop - start, self.ends, first)
+
+    def _line_start(self, line: int) -> int:
+        """Where line ``line`` of the chunk starts in the chunk's text."""
+        assert self.ends is not None
+        return self.ends[line - 1] + line if line else 0
 
     def __iter__(self) -> Iterator[bytes]:
         return iter(self.data.split(b"\n"))
@@ -88,6 +118,39 @@ class Lines(Sequence[bytes]):
     def payload_bytes(self) -> int:
         """The size of the payloads, line breaks not counted."""
         return len(self.data) - self._count + 1
+
+
+def sliceable(payloads: Sequence[bytes]) -> Sequence[bytes]:
+    """``payloads`` as a sequence whose slices split nothing more: itself, unless it is
+    ``Lines`` without line ends, split here once for all its slices."""
+    if type(payloads) is Lines and payloads.ends is None:  # not isinstance: ~1 us
+        return list(payloads)
+    return payloads
+
+
+def line_ends(payloads: Iterable[bytes]) -> bytes:
+    """The line ends of a chunk of these payloads, as storages keep them beside it:
+    each payload's end counted in payload bytes, as little-endian 32-bit integers."""
+    ends = array("I", accumulate(map(len, payloads)))
+    if sys.byteorder == "big":
+        ends.byteswap()
+    return ends.tobytes()
+
+
+def read_line_ends(stored: bytes | memoryview | None, data: bytes, count: int
+                   ) -> Sequence[int] | None:
+    """The line ends ``line_ends`` gave for a chunk of ``count`` payloads held as
+    ``data``; None when none were stored or they do not fit the chunk (then its lines
+    are split, as before the chunks had them)."""
+    if stored is None or len(stored) != 4 * count:
+        return None
+    ends = array("I")
+    ends.frombytes(stored)
+    if sys.byteorder == "big":
+        ends.byteswap()
+    if ends[-1] + count - 1 != len(data):
+        return None
+    return ends
 
 
 class EventRun(NamedTuple):
@@ -115,8 +178,7 @@ def split_runs(runs: list[EventRun], count: int) -> tuple[list[EventRun], list[E
         if count <= 0:
             return taken, runs[index:]
         if len(run.payloads) > count:
-            # ``Lines`` split once for both halves
-            payloads = run.payloads if type(run.payloads) is list else list(run.payloads)
+            payloads = sliceable(run.payloads)  # split once, if at all, for both halves
             head = EventRun(run.partition, run.first, payloads[:count])
             tail = EventRun(run.partition, run.first + count, payloads[count:])
             return [*taken, head], [tail, *runs[index + 1:]]

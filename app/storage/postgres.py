@@ -35,6 +35,7 @@ from app.storage.engine import (
     StorageError,
     StorageUnavailable,
     TopicNotFound,
+    read_line_ends,
     split_runs,
 )
 from app.storage.postgres_appender import (
@@ -54,7 +55,7 @@ log = logging.getLogger(__name__)
 # plan the statistics lead to. Payloads are UTF-8 JSON lines: sent as text they
 # cross the wire as they are, and come back as bytes.
 READ_RANGE = """
-SELECT %s, first_offset, last_offset, holes, payloads FROM log_chunks
+SELECT %s, first_offset, last_offset, holes, payloads, line_ends FROM log_chunks
 WHERE topic_id = %s AND partition = %s AND last_offset > %s AND last_offset < %s
   AND first_offset <= %s
 ORDER BY last_offset
@@ -115,7 +116,7 @@ WHERE topic_id = %s AND partition = %s AND last_offset = ANY(%s)
 REWRITE_CHUNKS_AT_ONCE = 1_000
 
 REWRITE_CHUNKS = """
-UPDATE log_chunks c SET payloads = n.payloads, holes = true
+UPDATE log_chunks c SET payloads = n.payloads, holes = true, line_ends = NULL
 FROM unnest(%s::bigint[], %s::text[]) AS n (last_offset, payloads)
 WHERE c.topic_id = %s AND c.partition = %s AND c.last_offset = n.last_offset
 """
@@ -350,14 +351,15 @@ class PostgresEngine(StorageEngine):
                 break
         shares_end = {partition: after + share for partition, after in positions.items()}
         runs: list[EventRun] = []
-        for partition, first, last, holes, payloads in rows:
+        for partition, first, last, holes, payloads, ends in rows:
             skip = max(0, positions[partition] + 1 - first)
             positions[partition] = last
             if holes:
                 runs += compacted_runs(partition, first + skip, payloads.split(b"\n")[skip:])
-            else:  # whole unless read from inside
-                runs.append(EventRun(partition, first + skip,
-                                     Lines(payloads, last - first + 1)[skip:]))
+            else:  # whole, or a window of it when read from inside
+                count = last - first + 1
+                lines = Lines(payloads, count, read_line_ends(ends, payloads, count))
+                runs.append(EventRun(partition, first + skip, lines[skip:]))
         more = len(rows) >= limit or any(positions[p] >= end for p, end in shares_end.items())
         return runs, more
 

@@ -31,6 +31,7 @@ import gevent.event
 import psycopg2
 
 from app.repository.database import ConnectionPool
+from app.storage.engine import line_ends
 
 CHANNEL = "nakadi_log"
 MAX_APPENDS_PER_TRANSACTION = 500
@@ -56,12 +57,13 @@ log = logging.getLogger(__name__)
 # about as much server time as running it for one event); LISTEN already ties
 # the engine to session pooling, so prepared statements add no constraint.
 PREPARE_APPEND = """
-PREPARE nakadi_append_chunks (bigint[], integer[], bigint[], text[], text) AS
+PREPARE nakadi_append_chunks (bigint[], integer[], bigint[], text[], bytea[], text) AS
 WITH chunks AS (
-    SELECT topic_id, partition, count, payloads,
+    SELECT topic_id, partition, count, payloads, line_ends,
            (sum(count) OVER (PARTITION BY topic_id, partition ORDER BY ordinal))::bigint - count
                AS skip
-    FROM unnest($1, $2, $3, $4) WITH ORDINALITY AS c (topic_id, partition, count, payloads, ordinal)
+    FROM unnest($1, $2, $3, $4, $5)
+         WITH ORDINALITY AS c (topic_id, partition, count, payloads, line_ends, ordinal)
 ), wanted AS (
     SELECT topic_id, partition, sum(count)::bigint AS count FROM chunks
     GROUP BY topic_id, partition
@@ -75,16 +77,16 @@ WITH chunks AS (
     WHERE p.topic_id = w.topic_id AND p.partition = w.partition
     RETURNING p.topic_id, p.partition, p.next_offset - w.count AS first_offset
 ), appended AS (
-    INSERT INTO log_chunks (topic_id, partition, first_offset, last_offset, payloads)
+    INSERT INTO log_chunks (topic_id, partition, first_offset, last_offset, payloads, line_ends)
     SELECT c.topic_id, c.partition, n.first_offset + c.skip,
-           n.first_offset + c.skip + c.count - 1, c.payloads
+           n.first_offset + c.skip + c.count - 1, c.payloads, c.line_ends
     FROM chunks c LEFT JOIN counters n ON n.topic_id = c.topic_id AND n.partition = c.partition
 )
-SELECT topic_id, partition, first_offset, pg_notify($5, topic_id::text) FROM counters
+SELECT topic_id, partition, first_offset, pg_notify($6, topic_id::text) FROM counters
 """
 
 APPEND = ("EXECUTE nakadi_append_chunks"
-          " (%(topics)s, %(partitions)s, %(counts)s, %(payloads)s, %(channel)s)")
+          " (%(topics)s, %(partitions)s, %(counts)s, %(payloads)s, %(ends)s, %(channel)s)")
 
 
 def chunked(payloads: Sequence[bytes]) -> Iterator[Sequence[bytes]]:
@@ -179,15 +181,16 @@ class GroupAppender:
                 start[partition] = len(events)
                 events.extend(payloads)
             starts.append(start)
-        topics, partitions, counts, chunks = [], [], [], []
+        topics, partitions, counts, chunks, ends = [], [], [], [], []
         for (topic, partition), events in sorted(merged.items()):
             for chunk in chunked(events):
                 topics.append(topic)
                 partitions.append(partition)
                 counts.append(len(chunk))
                 chunks.append(b"\n".join(chunk).decode())
+                ends.append(line_ends(chunk))
         params = {"topics": topics, "partitions": partitions, "counts": counts,
-                  "payloads": chunks, "channel": CHANNEL}
+                  "payloads": chunks, "ends": ends, "channel": CHANNEL}
         try:
             with self._pool.statement() as cursor:
                 try:

@@ -2,9 +2,9 @@
 
 They stay in the pieces readers gave them in (a storage's ``Lines``, or lists): a
 batch is cut from them where its limit falls, and the JSON array of a batch is
-written with one copy of each piece. Only a piece that a cut falls inside is split
-into events. A batch of one piece is that piece, so small batches cost what they
-cost as lists.
+written with one copy of each piece. A piece that a cut falls inside is cut as a
+window of its text when its line ends are known, else split into events. A batch of
+one piece is that piece, so small batches cost what they cost as lists.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import overload
 
-from app.storage.engine import Lines
+from app.storage.engine import Lines, sliceable
 
 
 def payload_bytes(piece: Sequence[bytes]) -> int:
@@ -75,7 +75,7 @@ class Payloads(Sequence[bytes]):
             index += 1
         head = pieces[:index]
         if taken < count and index < len(pieces):
-            events = list(pieces[index])
+            events = sliceable(pieces[index])
             head.append(events[:count - taken])
             pieces[index] = events[count - taken:]
             taken = count
@@ -102,7 +102,8 @@ class Payloads(Sequence[bytes]):
                     groups.append(Payloads(current, size).whole())
                     current, filled = [], 0
                 continue
-            events = piece if type(piece) is list else list(piece)
+            # groups of one are the events themselves: cheaper split than as windows
+            events = list(piece) if size == 1 and type(piece) is not list else sliceable(piece)
             start = 0
             if filled:
                 start = size - filled

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.storage.engine import BEFORE_FIRST, stored_events
+from app.storage.engine import BEFORE_FIRST, Lines, line_ends, stored_events
 from app.storage.postgres_appender import CHUNK_BYTES, CHUNK_EVENTS
 
 
@@ -75,3 +75,23 @@ def test_chunks_are_stored_compressed(postgres_engine, postgres_topic, pool):
     assert stored < size / 3
     assert [e.payload for e in postgres_engine.read(postgres_topic, 0, BEFORE_FIRST, 2000)] \
         == payloads
+
+
+@pytest.mark.parametrize("with_ends", [True, False], ids=["line ends", "written before them"])
+def test_a_read_from_inside_a_chunk_gives_its_events_from_there(postgres_engine, postgres_topic,
+                                                                pool, with_ends):
+    payloads = [b'{"n":%d,"pad":"%s"}' % (n, b"x" * (n % 37)) for n in range(CHUNK_EVENTS)]
+    postgres_engine.append(postgres_topic, 0, payloads)
+    where = " WHERE topic_id = (SELECT id FROM log_topics WHERE name = %s)"
+    [(ends,)] = pool.fetch_all("SELECT line_ends FROM log_chunks" + where, (postgres_topic,))
+    assert bytes(ends) == line_ends(payloads)
+    if not with_ends:
+        pool.execute("UPDATE log_chunks SET line_ends = NULL" + where, (postgres_topic,))
+    reader = postgres_engine.reader(postgres_topic, {0: 499})
+    try:
+        [run] = reader.poll(CHUNK_EVENTS, timeout=0.5)
+    finally:
+        reader.close()
+    assert (run.first, list(run.payloads)) == (500, payloads[500:])
+    # with its line ends the chunk is cut, not split into events
+    assert (type(run.payloads) is Lines) == with_ends

@@ -59,6 +59,17 @@ def test_each_keys_latest_event_stays_at_its_offset(postgres_engine, compacted_t
     assert [o for o, _ in offsets_and_payloads(postgres_engine, compacted_topic, 0)] == [4, 5, 6]
 
 
+def test_a_chunk_compaction_rewrote_keeps_no_line_ends(postgres_engine, compacted_topic,
+                                                     pool):
+    """They would no longer fit its lines: readers split such chunks."""
+    postgres_engine.append(compacted_topic, 0, [keyed("a", 0), keyed("b", 1), keyed("a", 2)])
+    assert postgres_engine.compact(0) == 1
+    assert pool.fetch_all("SELECT holes, line_ends FROM log_chunks WHERE topic_id ="
+                          " (SELECT id FROM log_topics WHERE name = %s)", (compacted_topic,)) \
+        == [(True, None)]
+    assert [o for o, _ in offsets_and_payloads(postgres_engine, compacted_topic, 0)] == [1, 2]
+
+
 def test_chunks_left_empty_become_one(postgres_engine, compacted_topic, pool):
     for n in range(5):
         postgres_engine.append(compacted_topic, 0, [keyed("k", n)])

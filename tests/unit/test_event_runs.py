@@ -2,7 +2,16 @@
 
 import pytest
 
-from app.storage.engine import EventRun, StoredEvent, count_events, split_runs, stored_events
+from app.storage.engine import (
+    EventRun,
+    Lines,
+    StoredEvent,
+    count_events,
+    line_ends,
+    read_line_ends,
+    split_runs,
+    stored_events,
+)
 from app.subscriptions.readers import Inbox
 
 RUNS = [EventRun(0, 10, [b"a", b"b", b"c"]), EventRun(1, 0, [b"d"]), EventRun(0, 13, [b"e", b"f"])]
@@ -47,3 +56,13 @@ def test_a_stopped_readers_events_are_dropped_and_the_others_kept():
     assert len(inbox) == 1
     assert inbox.take(10) == [("b", [EventRun(0, 0, [b"3"])])]
     assert len(inbox) == 0
+
+
+@pytest.mark.parametrize("count", range(8))
+def test_a_chunk_with_line_ends_is_split_between_runs_as_windows(count):
+    events = [b"a", b"bb", b"c", b"dd", b"e", b"ff"]
+    data = b"\n".join(events)
+    chunk = Lines(data, 6, read_line_ends(line_ends(events), data, 6))
+    taken, rest = split_runs([EventRun(0, 10, chunk)], count)
+    assert stored_events(taken + rest) == stored_events([EventRun(0, 10, events)])
+    assert all(type(run.payloads) is Lines for run in taken + rest), "not split into events"

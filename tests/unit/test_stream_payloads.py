@@ -9,13 +9,20 @@ from collections.abc import Sequence
 import orjson
 import pytest
 
-from app.storage.engine import Lines
+from app.storage.engine import Lines, line_ends, read_line_ends
 from app.streaming.lines import batch_line
 from app.streaming.payloads import Payloads, json_items, payload_bytes
 
 
 def lines(*events: bytes) -> Lines:
+    """Lines as a chunk stored without line ends is read."""
     return Lines(b"\n".join(events), len(events))
+
+
+def windowed(*events: bytes) -> Lines:
+    """Lines as a chunk stored with its line ends is read."""
+    data = b"\n".join(events)
+    return Lines(data, len(events), read_line_ends(line_ends(events), data, len(events)))
 
 
 def named(prefix: str, count: int) -> list[bytes]:
@@ -32,6 +39,34 @@ def test_lines_are_the_events_of_their_chunk():
     assert payload_bytes(chunk) == 21 == payload_bytes(list(chunk))
     with pytest.raises(ValueError, match="one event"):
         Lines(b"", 0)
+
+
+def test_lines_with_their_ends_are_cut_as_windows_of_their_text():
+    events = [b'{"a":1}', b'{"bb":22}', b'{"c":3}', b'{"dddd":4444}', b'{"e":5}']
+    chunk = windowed(*events)
+    for start in range(-6, 6):
+        for stop in range(-6, 7):
+            assert list(chunk[start:stop]) == events[start:stop], (start, stop)
+    middle = chunk[1:4]
+    assert type(middle) is Lines and middle.data == b"\n".join(events[1:4])
+    assert list(middle[1:]) == events[2:4] and type(middle[1:]) is Lines  # a window of a window
+    assert middle[0:3] is middle
+    assert [chunk[n] for n in range(-5, 5)] == events + events
+    assert [middle[n] for n in range(3)] == events[1:4]
+    assert payload_bytes(middle) == sum(map(len, events[1:4]))
+    assert json_items(chunk[3:]) == [b'{"dddd":4444},{"e":5}']
+    with pytest.raises(IndexError):
+        chunk[5]
+
+
+def test_line_ends_that_do_not_fit_their_chunk_are_not_used():
+    events = [b'{"a":1}', b'{"b":2}']
+    data = b"\n".join(events)
+    assert list(read_line_ends(line_ends(events), data, 2) or []) == [7, 14]
+    assert read_line_ends(None, data, 2) is None  # written before chunks had them
+    assert read_line_ends(line_ends(events), data, 3) is None
+    assert read_line_ends(line_ends(events), data + b"x", 2) is None
+    assert read_line_ends(memoryview(line_ends(events)), data, 2) is not None  # as psycopg2 gives
 
 
 def test_a_cut_takes_whole_pieces_and_splits_only_the_one_it_falls_in():
@@ -61,15 +96,26 @@ def test_a_whole_chunk_goes_out_as_it_was_read():
     assert json_items(group) == [chunk.data.replace(b"\n", b",")]
 
 
-def test_groups_are_batch_sized_across_pieces_and_within_them():
+@pytest.mark.parametrize("chunk", [lines, windowed])
+def test_groups_are_batch_sized_across_pieces_and_within_them(chunk):
     payloads = Payloads()
     payloads.add(named("a", 2))
-    payloads.add(lines(*named("b", 7)))
+    payloads.add(chunk(*named("b", 7)))
     payloads.add(named("c", 1))
     groups = payloads.groups(3)
     assert [list(group) for group in groups] == [
         named("a", 2) + named("b", 1), named("b", 7)[1:4], named("b", 7)[4:7], named("c", 1)]
     assert [len(group) for group in groups] == [3, 3, 3, 1]
+
+
+def test_a_chunk_with_line_ends_is_grouped_into_windows_not_split():
+    payloads = Payloads()
+    payloads.add(windowed(*named("a", 10)))
+    groups = payloads.groups(4)
+    assert [type(group) for group in groups] == [Lines, Lines, Lines]
+    assert [list(group) for group in groups] == [named("a", 10)[n:n + 4] for n in (0, 4, 8)]
+    head = payloads.cut(5)
+    assert [type(piece) for piece in head.pieces + payloads.pieces] == [Lines, Lines]
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -78,7 +124,7 @@ def test_cuts_groups_and_json_keep_every_event_once_in_order(seed):
     pieces: list[Sequence[bytes]] = []
     for n in range(rng.randint(1, 8)):
         events = named(f"{n}-", rng.randint(1, 12))
-        pieces.append(lines(*events) if rng.random() < 0.5 else events)
+        pieces.append(rng.choice([lines, windowed])(*events) if rng.random() < 0.7 else events)
     everything = [event for piece in pieces for event in piece]
     payloads = Payloads()
     for piece in pieces:
