@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from app.storage.engine import BEFORE_FIRST, Lines, line_ends, stored_events
-from app.storage.postgres_appender import CHUNK_BYTES, CHUNK_EVENTS
+from app.storage.postgres_appender import CHUNK_BYTES, CHUNK_EVENTS, TextLiteral
 
 
 def chunks(pool, topic: str) -> list[tuple[int, int, int]]:
@@ -95,3 +95,23 @@ def test_a_read_from_inside_a_chunk_gives_its_events_from_there(postgres_engine,
     assert (run.first, list(run.payloads)) == (500, payloads[500:])
     # with its line ends the chunk is cut, not split into events
     assert (type(run.payloads) is Lines) == with_ends
+
+
+QUOTING = [b'{"s":"it\'s"}', b'{"s":"a \\\\ and a \\"quote\\""}', b"{\"s\":\"''\\\\'\"}",
+           '{"s":"\u00e9 \U0001F600","n":"\\u0000"}'.encode()]
+
+
+def test_payloads_are_stored_exactly_whatever_they_quote(postgres_engine, postgres_topic):
+    postgres_engine.append(postgres_topic, 0, QUOTING)
+    assert [e.payload for e in postgres_engine.read(postgres_topic, 0, BEFORE_FIRST, 10)] \
+        == QUOTING
+
+
+@pytest.mark.parametrize("conforming", ["on", "off"])
+def test_chunks_are_sent_as_text_that_reads_the_same_however_backslashes_are_read(
+        pool, conforming):
+    text = b"\n".join(QUOTING)
+    with pool.transaction() as cursor:
+        cursor.execute(f"SET LOCAL standard_conforming_strings = {conforming}")
+        cursor.execute("SELECT %s", [TextLiteral(text)])
+        assert cursor.fetchone()[0] == text.decode()
