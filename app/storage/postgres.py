@@ -43,6 +43,7 @@ from app.storage.postgres_appender import (
     CHUNK_EVENTS,
     GroupAppender,
     MissingPartitions,
+    TextLiteral,
 )
 
 PURGE_CHUNKS = 1_000
@@ -484,16 +485,16 @@ class PostgresEngine(StorageEngine):
 
     def _rewrite(self, topic_id: int, partition: int, replaced: dict[int, list[int]]) -> None:
         """Empty the lines of the replaced offsets in their chunks (by last offset)."""
-        ends: list[int] = []
-        rewritten: list[str] = []
+        last_offsets: list[int] = []
+        rewritten: list[TextLiteral] = []
         for chunk, first, payloads in self._query(
                 REPLACED_CHUNKS, (topic_id, partition, list(replaced)), text_as_bytes=True):
             lines = payloads.split(b"\n")
             for offset in replaced[chunk]:
                 lines[offset - first] = b""
-            ends.append(chunk)
-            rewritten.append(b"\n".join(lines).decode())
-        self._execute(REWRITE_CHUNKS, (ends, rewritten, topic_id, partition))
+            last_offsets.append(chunk)
+            rewritten.append(TextLiteral(b"\n".join(lines)))
+        self._execute(REWRITE_CHUNKS, (last_offsets, rewritten, topic_id, partition))
 
     def _last_offset_before(self, topic_id: int, partition: int, cutoff: datetime
                             ) -> int | None:

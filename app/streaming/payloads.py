@@ -89,7 +89,8 @@ class Payloads(Sequence[bytes]):
 
     def groups(self, size: int) -> list[Sequence[bytes]]:
         """These events in groups of ``size``, the last one shorter if need be. A piece
-        is split once however many groups it goes to."""
+        that groups cut into is cut as windows (``sliceable``), or split once however
+        many groups it goes to."""
         groups: list[Sequence[bytes]] = []
         current: list[Sequence[bytes]] = []
         filled = 0

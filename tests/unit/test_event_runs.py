@@ -7,12 +7,11 @@ from app.storage.engine import (
     Lines,
     StoredEvent,
     count_events,
-    line_ends,
-    read_line_ends,
     split_runs,
     stored_events,
 )
 from app.subscriptions.readers import Inbox
+from tests.unit.test_stream_payloads import windowed
 
 RUNS = [EventRun(0, 10, [b"a", b"b", b"c"]), EventRun(1, 0, [b"d"]), EventRun(0, 13, [b"e", b"f"])]
 
@@ -61,8 +60,6 @@ def test_a_stopped_readers_events_are_dropped_and_the_others_kept():
 @pytest.mark.parametrize("count", range(8))
 def test_a_chunk_with_line_ends_is_split_between_runs_as_windows(count):
     events = [b"a", b"bb", b"c", b"dd", b"e", b"ff"]
-    data = b"\n".join(events)
-    chunk = Lines(data, 6, read_line_ends(line_ends(events), data, 6))
-    taken, rest = split_runs([EventRun(0, 10, chunk)], count)
+    taken, rest = split_runs([EventRun(0, 10, windowed(*events))], count)
     assert stored_events(taken + rest) == stored_events([EventRun(0, 10, events)])
     assert all(type(run.payloads) is Lines for run in taken + rest), "not split into events"
