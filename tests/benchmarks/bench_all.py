@@ -177,8 +177,11 @@ def stream_figures(run: Run) -> None:
 
         sub_count = min(count, run.args.subscription_events)
         windows = [int(window) for window in run.args.max_uncommitted.split(",")]
-        bench_subscription.warm_up(run.port, run.base_url, name, sub_count, max(windows),
-                                   run.args.warm_up)
+        cycles = bench_subscription.warm_up(run.port, run.base_url, name, sub_count,
+                                            min(windows), run.args.warm_up,
+                                            run.env["NAKADI_ZOOKEEPER"])
+        print(f"  {engine} warm-up: {cycles} subscription streams at max_uncommitted_events"
+              f" {min(windows)}", flush=True)
         for window in windows:
             paired = bench_subscription.throughput_rounds(
                 run.port, run.base_url, name, sub_count, window, run.args.pairs,
@@ -275,7 +278,8 @@ def main() -> None:
                              " reference alone moved 2x between rounds)")
     parser.add_argument("--warm-up", type=int, default=8,
                         help="untimed subscription streams before the subscription figures,"
-                             " each round (bench_subscription.warm_up)")
+                             " each round, at least: more until ZooKeeper's JIT settles"
+                             " (bench_subscription.warm_up)")
     parser.add_argument("--rate", type=float, default=200.0, help="events/s for latency")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--idle-streams", type=int, default=2000,

@@ -25,8 +25,9 @@ For each engine it prints:
   max_uncommitted_events that covers them all, so no commit is needed;
 - commit cost (measured first, as its commits also warm ZooKeeper up: its CPU
   per commit halves over the first few thousand while the JVM compiles, and a
-  ZooKeeper that has run for a while is warm; then ``--warm-up`` untimed
-  subscription streams over the events, see ``warm_up``): ``--commits`` commits sent one
+  ZooKeeper that has run for a while is warm; then at least ``--warm-up`` untimed
+  subscription streams over the events at the smallest window, more until
+  ZooKeeper's JIT compilers settle, see ``warm_up``): ``--commits`` commits sent one
   after another, each moving one partition of an open stream forward by one
   event, then as many moving 8 partitions each: commits/s, p50/p99 latency and
   the workers' CPU per commit (the request, ZooKeeper's round trip and watch,
@@ -82,6 +83,7 @@ from tests.benchmarks.harness import (
     set_default_storage,
     start_server,
     stop_server,
+    zookeeper_compiler_cpu_s,
     zookeeper_cpu_s,
 )
 from tests.benchmarks.idle_streams import idle_streams
@@ -236,16 +238,41 @@ def subscription_throughput(port: int, base_url: str, name: str, count: int,
     return count / elapsed, latencies
 
 
-def warm_up(port: int, base_url: str, name: str, count: int, window: int, cycles: int
-            ) -> None:
-    """``cycles`` untimed subscription streams over the events, each a whole cycle
-    (subscription created, streamed from begin with commits, ended). A fresh
-    ZooKeeper's JIT compiles, and recompiles, its request paths over the first six to
-    eight (2026-11-26, kafka, window 20,000, twenty cycles in a row: ZooKeeper's CPU
-    per cycle fell from 150-220 ms to 60-110 ms, the stream's rate rose from
-    0.69-0.83M to 0.89-1.06M events/s); a production ZooKeeper has long been warm."""
-    for _ in range(cycles):
+WARM_UP_LIMIT_S = 150.0
+"""The longest ``warm_up`` goes on past its ``cycles`` for ZooKeeper's JIT."""
+
+QUIET_COMPILING = 0.05
+"""ZooKeeper's JIT is taken as settled once its compiler threads used less CPU than this
+share of two cycles' time in a row."""
+
+
+def warm_up(port: int, base_url: str, name: str, count: int, window: int, cycles: int,
+            zookeeper: str) -> int:
+    """Untimed subscription streams over the events, each a whole cycle (subscription
+    created, streamed from begin with commits, ended): ``cycles`` of them, and when
+    ZooKeeper runs on this machine, more until its JIT compilers have settled (for at
+    most ``WARM_UP_LIMIT_S``). Returns how many ran.
+
+    A fresh ZooKeeper's JIT compiles, and recompiles, its request paths over its first
+    few thousand commits, with up to a core (2026-11-26, kafka, window 20,000, twenty
+    cycles in a row: ZooKeeper's CPU per cycle fell from 150-220 ms to 60-110 ms).
+    Eight cycles at a window of 20,000 were ~400 commits: its compilers then still took
+    ~30% of a core through the rounds at 2,000 that followed (2026-11-27, night). A
+    production ZooKeeper has long been warm, and shares no cores with the broker."""
+    deadline = time.monotonic() + WARM_UP_LIMIT_S
+    done = quiet = 0
+    while done < cycles or (quiet < 2 and time.monotonic() < deadline):
+        compiled, started = zookeeper_compiler_cpu_s(zookeeper), time.monotonic()
         subscription_throughput(port, base_url, name, count, window)
+        done += 1
+        compiled_after = zookeeper_compiler_cpu_s(zookeeper)
+        if compiled is None or compiled_after is None:  # it runs elsewhere
+            quiet = 2
+        elif compiled_after - compiled < QUIET_COMPILING * (time.monotonic() - started):
+            quiet += 1
+        else:
+            quiet = 0
+    return done
 
 
 @dataclass(frozen=True)
@@ -501,7 +528,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="paired runs of the low-level and the subscription stream")
     parser.add_argument("--warm-up", type=int, default=8,
-                        help="untimed subscription streams before the throughput rounds")
+                        help="untimed subscription streams before the throughput rounds, at"
+                             " least (more until ZooKeeper's JIT settles, see warm_up)")
     parser.add_argument("--commits", type=int, default=2000,
                         help="commits of the commit-cost measurement (0 to skip)")
     parser.add_argument("--engines", default="postgres,kafka")
@@ -543,7 +571,10 @@ def measure_engines(args: argparse.Namespace, settings: Settings, port: int,
         name = create_event_type(base_url)
         prepublish(settings, name, engine, args.events)
         windows = [int(window) for window in args.max_uncommitted.split(",")]
-        warm_up(port, base_url, name, args.events, max(windows), args.warm_up)
+        cycles = warm_up(port, base_url, name, args.events, min(windows), args.warm_up,
+                         settings.zookeeper)
+        print(f"{engine:9} warm-up: {cycles} subscription streams at max_uncommitted_events"
+              f" {min(windows)}", flush=True)
         for window in windows:
             print(f"{engine:9} subscription stream, batch_limit 100, commit per batch,"
                   f" max_uncommitted_events {window}: "

@@ -36,8 +36,34 @@ def process_cpu_s(proc: Path) -> float:
 
 def zookeeper_cpu_s(hosts: str) -> float | None:
     """CPU seconds used so far by the ZooKeeper on this machine that serves the first
-    of ``hosts`` (matched by the ``clientPort`` of the configuration it was started
-    with); None when none does (it runs elsewhere)."""
+    of ``hosts``; None when none does (it runs elsewhere)."""
+    proc = _zookeeper_process(hosts)
+    try:
+        return None if proc is None else process_cpu_s(proc)
+    except OSError:
+        return None
+
+
+def zookeeper_compiler_cpu_s(hosts: str) -> float | None:
+    """CPU seconds the JIT compiler threads of that ZooKeeper used so far (its JVM names
+    them ``C1 CompilerThread<n>`` and ``C2 CompilerThread<n>``); None when it runs
+    elsewhere."""
+    proc = _zookeeper_process(hosts)
+    if proc is None:
+        return None
+    spent = 0.0
+    for thread in (proc / "task").iterdir():
+        try:
+            if "CompilerThre" in (thread / "comm").read_text():
+                spent += process_cpu_s(thread)
+        except OSError:  # a thread that ended meanwhile
+            continue
+    return spent
+
+
+def _zookeeper_process(hosts: str) -> Path | None:
+    """The ``/proc`` folder of the ZooKeeper on this machine that serves the first of
+    ``hosts`` (matched by the ``clientPort`` of the configuration it was started with)."""
     port = hosts.split(",")[0].split("/")[0].rsplit(":", 1)[-1]
     for proc in Path("/proc").iterdir():
         try:
@@ -47,7 +73,7 @@ def zookeeper_cpu_s(hosts: str) -> float | None:
             config = next((arg for arg in reversed(args) if arg.endswith(b".cfg")), None)
             if config is None or f"clientPort={port}\n" not in Path(config.decode()).read_text():
                 continue
-            return process_cpu_s(proc)
+            return proc
         except OSError:
             continue
     return None
