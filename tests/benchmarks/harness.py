@@ -51,8 +51,12 @@ def zookeeper_compiler_cpu_s(hosts: str) -> float | None:
     proc = _zookeeper_process(hosts)
     if proc is None:
         return None
+    try:
+        threads = list((proc / "task").iterdir())
+    except OSError:  # it stopped meanwhile
+        return None
     spent = 0.0
-    for thread in (proc / "task").iterdir():
+    for thread in threads:
         try:
             if "CompilerThre" in (thread / "comm").read_text():
                 spent += process_cpu_s(thread)
