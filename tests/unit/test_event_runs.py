@@ -11,7 +11,7 @@ from app.storage.engine import (
     stored_events,
 )
 from app.subscriptions.readers import Inbox
-from tests.unit.test_stream_payloads import windowed
+from tests.helpers.chunks import windowed
 
 RUNS = [EventRun(0, 10, [b"a", b"b", b"c"]), EventRun(1, 0, [b"d"]), EventRun(0, 13, [b"e", b"f"])]
 

@@ -12,17 +12,7 @@ import pytest
 from app.storage.engine import Lines, line_ends, read_line_ends
 from app.streaming.lines import batch_line
 from app.streaming.payloads import Payloads, json_items, payload_bytes
-
-
-def lines(*events: bytes) -> Lines:
-    """Lines as a chunk stored without line ends is read."""
-    return Lines(b"\n".join(events), len(events))
-
-
-def windowed(*events: bytes) -> Lines:
-    """Lines as a chunk stored with its line ends is read."""
-    data = b"\n".join(events)
-    return Lines(data, len(events), read_line_ends(line_ends(events), data, len(events)))
+from tests.helpers.chunks import lines, windowed
 
 
 def named(prefix: str, count: int) -> list[bytes]:
