@@ -3,7 +3,9 @@
 Every change sends a NOTIFY (with the key) in the transaction that makes it;
 each process drops the entry when it hears it, and drops everything when its
 listening connection was lost. While it cannot listen, it reads from the
-database every time.
+database every time. Greenlets missing the same key at once share one read
+(``SharedCalls``): thousands of streams of one event type reconnecting to a
+fresh worker ask PostgreSQL once or twice, not once each.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Generic, TypeVar
 
 from app.repository.database import ConnectionPool
 from app.repository.notifications import Listener
+from app.shared_calls import SharedCalls
 
 V = TypeVar("V")
 
@@ -23,6 +26,7 @@ class NotifiedCache(Generic[V]):
         self._pool = pool
         self._load = load
         self._entries: dict[str, V] = {}
+        self._loads: SharedCalls[str, V | None] = SharedCalls()
         # Bumped by every invalidation: a load that raced with one is not kept.
         self._generation = 0
         self._listener = Listener(pool.dsn, channel, self._forget, self._forget_all,
@@ -35,7 +39,7 @@ class NotifiedCache(Generic[V]):
             return entry
         listening = self._listener.ensure_listening()
         generation = self._generation
-        entry = self._load(self._pool, key)
+        entry = self._loads.call(key, lambda: self._load(self._pool, key))
         if entry is not None and listening and generation == self._generation:
             self._entries[key] = entry
         return entry

@@ -2,11 +2,14 @@ import contextlib
 import uuid
 from dataclasses import replace
 
+import gevent
 import pytest
 
 from app.domain.event_type import EventType, EventTypeSchema
 from app.repository import event_types as repository
 from app.repository.event_type_cache import EventTypeCache
+from app.repository.event_types import CHANGES_CHANNEL
+from app.repository.notified_cache import NotifiedCache
 from tests.helpers.waiting import wait_until
 
 
@@ -43,6 +46,25 @@ def test_cache_serves_event_type_with_timeline_and_follows_changes(pool, stored)
     finally:
         cache.close()
         other_worker.close()
+
+
+def test_greenlets_missing_the_same_event_type_at_once_share_one_read(pool, stored):
+    reads: list[str] = []
+
+    def counted(pool_, name):
+        reads.append(name)
+        return repository.event_type_with_timelines(pool_, name)
+
+    cache = NotifiedCache(pool, CHANGES_CHANNEL, counted)
+    try:
+        askers = [gevent.spawn(cache.get, stored.name) for _ in range(50)]
+        gevent.joinall(askers, raise_error=True)
+        assert {asker.value[0] for asker in askers} == {stored}
+        assert reads == [stored.name]
+        assert cache.get(stored.name)[0] == stored
+        assert reads == [stored.name], "kept once read"
+    finally:
+        cache.close()
 
 
 def test_a_change_made_from_what_is_no_longer_stored_is_refused(pool, stored):
