@@ -54,10 +54,12 @@ _PREPARED_BY = "NAKADI_PY_METRICS_DIR_OF"  # internal: which master prepared the
 metrics_dir, own_metrics_dir = _fresh_metrics_dir()
 
 from app.gunicorn_errors import answer_refused_requests_as_problems  # noqa: E402
-from workers.allocator import keep_large_blocks  # noqa: E402
+from workers.allocator import few_heaps, keep_large_blocks  # noqa: E402
 
 answer_refused_requests_as_problems()
-keep_large_blocks()  # here, in the master: the workers it forks inherit it
+# Here, in the master: the workers it forks inherit them.
+keep_large_blocks()
+few_heaps()
 
 bind = os.environ.get("NAKADI_BIND", "0.0.0.0:8080")
 workers = int(os.environ.get("NAKADI_WORKERS", "2"))
