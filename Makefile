@@ -34,7 +34,7 @@ lint: setup
 migrate: setup
 	$(PYTHON) -m sql.migrate
 
-## Every figure next to its ceiling from the same run, as a share (~10 min; QUICK=1: ~3 min).
+## Every figure next to its ceiling from the same run, as a share (~10-20 min; QUICK=1: ~3 min).
 bench: setup
 	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get install -y -q wrk; }
