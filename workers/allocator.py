@@ -40,7 +40,7 @@ HEAPS = 2
 """Python allocates under the GIL, and glibc's per-thread caches serve most small
 blocks of the native threads without a heap's lock; a second heap keeps the
 native threads off the Python thread's lock otherwise. 2,000 idle kafka streams
-opened at once on one worker took 39-42 KB each with two heaps (their worker's
+opened at once on one worker took 39-44 KB each with two heaps (their worker's
 heaps held 6 MB free), 39-41 KB with one, and 44-50 KB with glibc's default (18
 MB free)."""
 
