@@ -261,17 +261,18 @@ def warm_up(port: int, base_url: str, name: str, count: int, window: int, cycles
     production ZooKeeper has long been warm, and shares no cores with the broker."""
     deadline = time.monotonic() + WARM_UP_LIMIT_S
     done = quiet = 0
+    compiled, started = zookeeper_compiler_cpu_s(zookeeper), time.monotonic()
     while done < cycles or (quiet < 2 and time.monotonic() < deadline):
-        compiled, started = zookeeper_compiler_cpu_s(zookeeper), time.monotonic()
         subscription_throughput(port, base_url, name, count, window)
         done += 1
-        compiled_after = zookeeper_compiler_cpu_s(zookeeper)
+        compiled_after, ended = zookeeper_compiler_cpu_s(zookeeper), time.monotonic()
         if compiled is None or compiled_after is None:  # it runs elsewhere
             quiet = 2
-        elif compiled_after - compiled < QUIET_COMPILING * (time.monotonic() - started):
+        elif compiled_after - compiled < QUIET_COMPILING * (ended - started):
             quiet += 1
         else:
             quiet = 0
+        compiled, started = compiled_after, ended
     return done
 
 

@@ -34,10 +34,15 @@ print(mallinfo2().hblks - before)
 """
 
 
-def _mapped_blocks(mode: str, env: dict[str, str] | None = None) -> int:
-    done = subprocess.run([sys.executable, "-c", PROBE, mode], capture_output=True,
+def _probe(script: str, mode: str, env: dict[str, str] | None = None) -> int:
+    """The number a probe prints, run in a fresh process."""
+    done = subprocess.run([sys.executable, "-c", script, mode], capture_output=True,
                           text=True, check=True, env=env)
     return int(done.stdout)
+
+
+def _mapped_blocks(mode: str, env: dict[str, str] | None = None) -> int:
+    return _probe(PROBE, mode, env)
 
 
 def test_a_tuned_process_takes_a_megabyte_block_from_its_heap():
@@ -83,9 +88,7 @@ print(report.value.count(b"<heap nr=") - HEAPS)
 
 
 def _extra_heaps(mode: str, env: dict[str, str] | None = None) -> int:
-    done = subprocess.run([sys.executable, "-c", HEAPS_PROBE, mode], capture_output=True,
-                          text=True, check=True, env=env)
-    return int(done.stdout)
+    return _probe(HEAPS_PROBE, mode, env)
 
 
 def test_the_threads_of_a_worker_share_a_few_heaps(tmp_path):
