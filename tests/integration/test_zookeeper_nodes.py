@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import uuid
 
+import gevent
 import pytest
 from kazoo.exceptions import NodeExistsError
 
@@ -46,6 +47,19 @@ def test_missing_parents_are_made_with_the_nodes_in_one_transaction(
     assert zookeeper.get(f"{root}/a/x")[0] == b"1"
     assert zookeeper.get(f"{root}/b/y")[1].ephemeralOwner != 0
     assert zookeeper.get(f"{root}/a")[1].ephemeralOwner == 0
+
+
+def test_greenlets_missing_the_same_parents_at_once_wait_for_one_to_make_them(
+        zookeeper, root, transactions):
+    """Ten streams of a new event type's partition opening together: each sends its
+    node alone, one makes the parent with its node, the nine others then send theirs
+    again; none makes the parent too, nor each node above it on its own."""
+    creating = [gevent.spawn(create_all, zookeeper, [(f"{root}/p/stream-", b"")],
+                             ephemeral=True, sequence=True) for _ in range(10)]
+    gevent.joinall(creating, raise_error=True)
+    assert sorted(transactions) == [1] * 19 + [2]
+    assert len(zookeeper.get_children(f"{root}/p")) == 10
+    assert zookeeper.get(f"{root}/p")[1].ephemeralOwner == 0
 
 
 def test_any_other_missing_node_above_is_made_too(zookeeper, root):
