@@ -25,6 +25,7 @@ import psycopg2
 from app.dependencies import first_line, is_database_outage
 from app.repository.database import ConnectionPool, Params
 from app.repository.notifications import Listener
+from app.shared_calls import SharedCalls
 from app.storage.engine import (
     BEFORE_FIRST,
     EventRun,
@@ -239,6 +240,7 @@ class PostgresEngine(StorageEngine):
         # the topic's appends when it was read
         self._newest: dict[int, tuple[tuple[int, int], dict[int, int]]] = {}
         self._appender = GroupAppender(pool)
+        self._bounds_calls: SharedCalls[str, list[PartitionBounds]] = SharedCalls()
 
     def _query(self, query: str, params: Params, *, text_as_bytes: bool = False
                ) -> list[tuple]:
@@ -366,7 +368,16 @@ class PostgresEngine(StorageEngine):
         return runs, more
 
     def bounds(self, topic: str) -> list[PartitionBounds]:
+        """Callers for one topic at once share a call (see ``SharedCalls``): a storm of
+        streams opening reads them twice per event type, not once per stream."""
+        return self._bounds_calls.call(topic, lambda: self._bounds(topic))
+
+    def _bounds(self, topic: str) -> list[PartitionBounds]:
         topic_id = self._topic_id(topic)
+        # Listening from now on, so that a stream these bounds start at the end needs no
+        # first read: else a storm of streams on a fresh worker read bounds before any of
+        # them started listening, and each read its partitions once for nothing.
+        self._watch.listening()
         heard = self._watch.heard(topic_id)
         rows = self._query(BOUNDS, (topic_id,))
         if not rows:
