@@ -13,7 +13,13 @@ import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from app.repository.storages import get_storage
-from app.storage.engine import BEFORE_FIRST, StorageError, TopicNotFound, stored_events
+from app.storage.engine import (
+    BEFORE_FIRST,
+    StorageError,
+    StorageUnavailable,
+    TopicNotFound,
+    stored_events,
+)
 from app.storage.kafka import KafkaEngine
 from app.storage.kafka.reader import KafkaStreamReader
 
@@ -121,6 +127,26 @@ def test_closing_an_idle_reader_ends_its_waiting_poll(kafka, topic):
     with pytest.raises(StorageError, match="closed"):
         poll.get(timeout=2)
     assert time.monotonic() - started < 1.0
+
+
+def test_an_idle_reader_s_poll_ends_once_the_brokers_are_reported_down(kafka, topic,
+                                                                      monkeypatch):
+    """Woken by the report, not by a timer of its own: it looked every 0.5 s before."""
+    reader = from_the_ends(kafka, topic)
+    poll = gevent.spawn(reader.poll, 10, 10.0)
+    gevent.sleep(0.6)
+    assert reader.idle and not poll.ready()
+
+    def unanswered(timeout: float) -> None:
+        raise StorageUnavailable("Kafka", "no broker answers")
+    monkeypatch.setattr(kafka._topics, "check", unanswered)
+    reported = time.monotonic()
+    # From a native thread, as librdkafka reports it.
+    kafka._threads.spawn(kafka._client_error, KafkaError(KafkaError._ALL_BROKERS_DOWN))
+    with pytest.raises(StorageUnavailable, match="no broker answers"):
+        poll.get(timeout=2)
+    assert time.monotonic() - reported < 0.2
+    reader.close()
 
 
 def test_deleting_the_topic_of_an_idle_reader_ends_its_poll(kafka):

@@ -209,6 +209,10 @@ class KafkaEngine(StorageEngine):
 
     def _client_error(self, error: KafkaError) -> None:
         """librdkafka's error callback. It runs on whichever thread serves the
-        client, so the logging happens on the hub."""
+        client, so the logging happens on the hub; so does waking the idle readers
+        once the brokers are down, whose polls then end (they wait without a timer
+        of their own: 2,000 idle streams woke 4,000 times a second to look)."""
         self._availability.client_error(error)
+        if self._availability.down:
+            self._threads.call_on_hub(self._idle.wake_all)
         self._threads.call_on_hub(log.warning, "kafka client error: %s", error)

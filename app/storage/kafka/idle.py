@@ -15,8 +15,9 @@ so the reported end passes the position exactly when a new event is there: also 
 Tansu, whose reported end is the first offset of the newest batch + 1.
 
 A partition whose end cannot be had (no answer, a topic deleted by another process)
-wakes no one: an outage ends the readers' polls (``raise_if_down``), a deletion the
-streams (the event type's deletion notice), and one in this process the readers.
+wakes no one: an outage ends the readers' polls (the engine wakes them all when
+librdkafka reports the brokers down, and they raise), a deletion the streams (the
+event type's deletion notice), and one in this process the readers.
 """
 
 from __future__ import annotations
@@ -90,9 +91,14 @@ class IdleReaders:
         if woken is not None:
             woken.set(False)
 
-    def close(self) -> None:
+    def wake_all(self) -> None:
+        """Have every waiting reader look again: its wait returns False (the brokers
+        went down, and its poll ends on that; or the engine closes)."""
         for reader in list(self._waiting):
             self.leave(reader)
+
+    def close(self) -> None:
+        self.wake_all()
         if self._watch is not None:
             self._watch.kill(block=False)
 

@@ -149,15 +149,15 @@ class KafkaStreamReader:
         return StorageError(f"{self.topic}: the reader is closed")
 
     def _wake(self, deadline: float) -> bool:
-        """While idle: wait until events come (a slice at most), then open a consumer
-        at the reader's positions. False when the deadline passed first."""
+        """While idle: wait until events come, then open a consumer at the reader's
+        positions. False when the deadline passed first."""
         if self._opening is None:
             remaining = deadline - monotonic()
             if remaining <= 0:
                 return False
             self._raise_if_down()
-            if not self._idle.wait(self, min(remaining, WAIT_SLICE_S)):
-                return True  # look again: closed, down, or the deadline
+            if not self._idle.wait(self, remaining):
+                return True  # look again: closed, the brokers down, or the deadline
             self._opening = self._threads.spawn(self._open_consumer, dict(self._next))
         # An interrupted open leaves its consumer to the next poll, or to close.
         outcome = self._opening.get()
