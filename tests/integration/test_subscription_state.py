@@ -89,6 +89,37 @@ def test_the_first_session_makes_the_tree_and_sessions_leave_no_garbage(zookeepe
         state.register(Session("first"))
 
 
+def test_streams_reading_the_sessions_at_once_share_one_read_whose_watch_fires_them_all(
+        zookeeper, other_client, subscription_id, monkeypatch):
+    # Every stream of a subscription reads all its sessions whenever one comes or goes:
+    # 96 streams starting together sent ~500 reads each.
+    SubscriptionState(zookeeper, subscription_id).register(Session("a"))
+    listed: list[str] = []
+    get_children = zookeeper.get_children
+
+    def counted(path, watch=None):
+        listed.append(path)
+        return get_children(path, watch=watch)
+    monkeypatch.setattr(zookeeper, "get_children", counted)
+    changed = [gevent.event.Event() for _ in range(20)]
+    gc.collect()
+    gc.disable()
+    try:
+        reading = [gevent.spawn(SubscriptionState(zookeeper, subscription_id).sessions,
+                                lambda _watched, event=event: event.set())
+                   for event in changed]
+        gevent.joinall(reading, raise_error=True)
+        assert all([session.id for session in greenlet.value] == ["a"] for greenlet in reading)
+        del reading[:]
+        assert gc.collect() == 0
+    finally:
+        gc.enable()
+    assert len(listed) == 1
+    assert not any(event.is_set() for event in changed)
+    SubscriptionState(other_client, subscription_id).register(Session("b"))
+    assert all(event.wait(5) for event in changed)
+
+
 def test_closing_sessions_are_marked(zookeeper, subscription_id):
     state = SubscriptionState(zookeeper, subscription_id)
     session = Session("a")
