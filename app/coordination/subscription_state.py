@@ -35,19 +35,18 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from app.coordination.nodes import create_all, delete_all
+from app.coordination.shared_reads import SharedWatchedReads
 from app.coordination.subscription_nodes import subscription_path
 from app.domain.topology import PartitionAssignment, PartitionKey, Session, Topology, key_order
-from app.shared_calls import SharedCalls
 from app.subscriptions.rebalance import rebalance
 
 Watch = Callable[[WatchedEvent], None] | None
 
-SessionsKey = tuple[KazooClient, str]
-"""A process's client and a subscription's sessions path."""
+NodeKey = tuple[KazooClient, str]
+"""A process's client and a node's path."""
 
-_session_reads: SharedCalls[SessionsKey, list[Session]] = SharedCalls()
-_session_watches: dict[SessionsKey, list[Callable[[WatchedEvent], None]]] = {}
-"""The watches of the callers waiting for the next read of a subscription's sessions."""
+_sessions_reads: SharedWatchedReads[NodeKey, list[Session]] = SharedWatchedReads()
+_topology_reads: SharedWatchedReads[NodeKey, Topology] = SharedWatchedReads()
 
 
 class SubscriptionGone(Exception):
@@ -141,27 +140,15 @@ class SubscriptionState:
                                     f"{self.commits_path}/{session_id}"])
 
     def sessions(self, watch: Watch = None) -> list[Session]:
-        """The open streams; ``watch`` fires once when one comes or goes.
+        """The open streams; ``watch`` fires once when one comes or goes. The streams
+        of a worker asking at once share a read (``SharedWatchedReads``): 96 streams
+        of one subscription starting together sent ZooKeeper ~500 reads each."""
+        return list(_sessions_reads.read((self.zookeeper, self.sessions_path), watch,
+                                         self._read_sessions))
 
-        A stream coming or going makes every stream of the subscription rebalance,
-        reading every session: the streams of a worker asking at once share one read
-        (``SharedCalls``: one that starts after they asked), whose watch fires all of
-        theirs. 96 streams of one subscription starting together sent ZooKeeper
-        ~500 reads each, and took 17 s to start."""
-        key = (self.zookeeper, self.sessions_path)
-        if watch is not None:
-            _session_watches.setdefault(key, []).append(watch)
-        return list(_session_reads.call(key, lambda: self._read_sessions(key)))
-
-    def _read_sessions(self, key: SessionsKey) -> list[Session]:
-        watches = _session_watches.pop(key, [])
-
-        def fire_all(event: WatchedEvent) -> None:
-            for watch in watches:
-                watch(event)
+    def _read_sessions(self, watch: Watch) -> list[Session]:
         try:
-            names = self.zookeeper.get_children(self.sessions_path,
-                                                watch=fire_all if watches else None)
+            names = self.zookeeper.get_children(self.sessions_path, watch=watch)
         except NoNodeError:
             if self.zookeeper.exists(self.root) is None:
                 raise SubscriptionGone(self.root) from None
@@ -183,7 +170,12 @@ class SubscriptionState:
     # Topology
 
     def topology(self, watch: Watch = None) -> Topology:
-        """The current topology; ``watch`` fires once when it changes or is deleted."""
+        """The current topology; ``watch`` fires once when it changes or is deleted.
+        The streams of a worker asking at once share a read, as for ``sessions``."""
+        return _topology_reads.read((self.zookeeper, self.topology_path), watch,
+                                    self._read_topology)
+
+    def _read_topology(self, watch: Watch) -> Topology:
         try:
             data, _ = self.zookeeper.get(self.topology_path, watch=watch)
         except NoNodeError:

@@ -120,6 +120,32 @@ def test_streams_reading_the_sessions_at_once_share_one_read_whose_watch_fires_t
     assert all(event.wait(5) for event in changed)
 
 
+def test_streams_reading_the_topology_at_once_share_one_read_whose_watch_fires_them_all(
+        zookeeper, other_client, subscription_id, monkeypatch):
+    # Every stream of a subscription reads the topology whenever it changes.
+    SubscriptionState(zookeeper, subscription_id).register(Session("a"))
+    written = SubscriptionState(zookeeper, subscription_id).update_topology(
+        lambda _current: Topology((PartitionAssignment("orders", "0", session="a"),)))
+    read: list[str] = []
+    get = zookeeper.get
+
+    def counted(path, watch=None):
+        read.append(path)
+        return get(path, watch=watch)
+    monkeypatch.setattr(zookeeper, "get", counted)
+    changed = [gevent.event.Event() for _ in range(20)]
+    reading = [gevent.spawn(SubscriptionState(zookeeper, subscription_id).topology,
+                            lambda _watched, event=event: event.set())
+               for event in changed]
+    gevent.joinall(reading, raise_error=True)
+    assert all(greenlet.value == written for greenlet in reading)
+    assert len(read) == 1
+    assert not any(event.is_set() for event in changed)
+    SubscriptionState(other_client, subscription_id).update_topology(
+        lambda _current: Topology((PartitionAssignment("orders", "0", session="b"),)))
+    assert all(event.wait(5) for event in changed)
+
+
 def test_closing_sessions_are_marked(zookeeper, subscription_id):
     state = SubscriptionState(zookeeper, subscription_id)
     session = Session("a")
