@@ -376,7 +376,10 @@ class PostgresEngine(StorageEngine):
         topic_id = self._topic_id(topic)
         # Listening from now on, so that a stream these bounds start at the end needs no
         # first read: else a storm of streams on a fresh worker read bounds before any of
-        # them started listening, and each read its partitions once for nothing.
+        # them started listening, and each read its partitions once for nothing. Only a
+        # worker's first call waits, for the listener's first attempt (at most the connect
+        # timeout; a stream's first poll waited for it before). Not waiting, the storm's
+        # listener connected after most of the bounds had been read.
         self._watch.listening()
         heard = self._watch.heard(topic_id)
         rows = self._query(BOUNDS, (topic_id,))
