@@ -3,7 +3,7 @@ measured in the same run (machines here vary up to 2x from one run to the next).
 
     python -m tests.benchmarks.bench_subscription [--events 300000] [--rate 200]
         [--seconds 20] [--idle-streams 1000] [--max-uncommitted 2000,20000]
-        [--rounds 3] [--warm-up 8] [--commits 2000] [--engines postgres,kafka]
+        [--rounds 3] [--warm-up 8] [--commits 2000] [--group 64] [--engines postgres,kafka]
 
 For each engine it prints:
 - throughput: events/s of one subscription stream from ``begin`` over
@@ -42,6 +42,10 @@ For each engine it prints:
   instance knows nothing of what the stream read, and asks the storage);
 - rebalance: with one stream receiving events, the time from a second stream's
   request until both streams have received events;
+- consumer group: ``--group`` streams opened at once on one subscription of an
+  event type with as many partitions (no events, batch_flush_timeout 1 s): the
+  time until every stream has its response headers, and until every stream has
+  sent a line with a cursor, a keep-alive of a partition it holds;
 - idle streams (first engine only): ``--idle-streams`` subscription streams
   opened at once on ONE gunicorn worker: the time until all have started, the
   worker's memory per stream, and how late their keep-alives (batch_flush_timeout
@@ -57,6 +61,8 @@ import argparse
 import contextlib
 import http.client
 import queue
+import selectors
+import socket
 import statistics
 import threading
 import time
@@ -518,6 +524,47 @@ def subscription_paths(count: int) -> Callable[[str], list[str]]:
     return paths
 
 
+def group_start(port: int, base_url: str, count: int) -> tuple[float, float]:
+    """Seconds until ``count`` streams opened at once on one subscription of a new
+    ``count``-partition event type all had their headers, and until each had sent a
+    line with a cursor (a keep-alive of a partition it holds)."""
+    subscription = create_subscription(base_url, create_event_type(base_url, count), "end")
+    selector = selectors.DefaultSelector()
+    received: dict[socket.socket, bytes] = {}
+    started = time.perf_counter()
+    for _ in range(count):
+        sock = socket.create_connection(("127.0.0.1", port))
+        sock.sendall(f"GET /subscriptions/{subscription}/events?batch_flush_timeout=1"
+                     " HTTP/1.1\r\nHost: bench\r\n\r\n".encode())
+        sock.setblocking(False)
+        selector.register(sock, selectors.EVENT_READ)
+        received[sock] = b""
+    headers: dict[socket.socket, float] = {}
+    holding: dict[socket.socket, float] = {}
+    try:
+        while len(holding) < count and time.perf_counter() < started + 60:
+            for key, _ in selector.select(timeout=0.5):
+                sock = key.fileobj  # type: ignore[assignment]
+                data = sock.recv(65536)
+                now = time.perf_counter() - started
+                if not data:
+                    raise RuntimeError(f"a stream ended: {received[sock][-300:]!r}")
+                received[sock] += data
+                if sock not in headers and b"\r\n\r\n" in received[sock]:
+                    if not received[sock].startswith(b"HTTP/1.1 200"):
+                        raise RuntimeError(f"a stream was refused: {received[sock][:300]!r}")
+                    headers[sock] = now
+                if sock not in holding and b'"cursor"' in received[sock]:
+                    holding[sock] = now
+                    selector.unregister(sock)
+    finally:
+        for sock in received:
+            sock.close()
+    if len(holding) < count:
+        raise RuntimeError(f"only {len(holding)} of {count} streams held a partition in 60 s")
+    return max(headers.values()), max(holding.values())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--events", type=int, default=300_000)
@@ -533,6 +580,8 @@ def main() -> None:
                              " least (more until ZooKeeper's JIT settles, see warm_up)")
     parser.add_argument("--commits", type=int, default=2000,
                         help="commits of the commit-cost measurement (0 to skip)")
+    parser.add_argument("--group", type=int, default=64,
+                        help="streams of the consumer group opening at once (0 to skip)")
     parser.add_argument("--engines", default="postgres,kafka")
     args = parser.parse_args()
 
@@ -603,6 +652,12 @@ def measure_engines(args: argparse.Namespace, settings: Settings, port: int,
         seconds = rebalance_time(port, base_url, create_event_type(base_url))
         print(f"{engine:9} rebalance: second stream joined, both receive events after"
               f" {seconds * 1000:.0f} ms", flush=True)
+        if args.group:
+            opened, holding = group_start(port, base_url, args.group)
+            print(f"{engine:9} consumer group: {args.group} streams of one subscription"
+                  f" opened at once: all headers after {opened:.2f} s, each holding a"
+                  f" partition (its first keep-alive, batch_flush_timeout 1 s) after"
+                  f" {holding:.2f} s", flush=True)
 
 
 if __name__ == "__main__":
