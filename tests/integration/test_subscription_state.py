@@ -89,28 +89,42 @@ def test_the_first_session_makes_the_tree_and_sessions_leave_no_garbage(zookeepe
         state.register(Session("first"))
 
 
+def counted(monkeypatch, zookeeper, method: str) -> list[str]:
+    """The paths ``zookeeper.<method>`` reads from now on."""
+    paths: list[str] = []
+    read = getattr(zookeeper, method)
+
+    def counting(path, watch=None):
+        paths.append(path)
+        return read(path, watch=watch)
+    monkeypatch.setattr(zookeeper, method, counting)
+    return paths
+
+
+def read_at_once(zookeeper, subscription_id: str, what: str,
+                 changed: list[gevent.event.Event]) -> list:
+    """What streams of one worker reading ``what`` at once got, each watching for a
+    change with its event."""
+    reading = [gevent.spawn(getattr(SubscriptionState(zookeeper, subscription_id), what),
+                            lambda _watched, event=event: event.set())
+               for event in changed]
+    gevent.joinall(reading, raise_error=True)
+    return [greenlet.value for greenlet in reading]
+
+
 def test_streams_reading_the_sessions_at_once_share_one_read_whose_watch_fires_them_all(
         zookeeper, other_client, subscription_id, monkeypatch):
     # Every stream of a subscription reads all its sessions whenever one comes or goes:
     # 96 streams starting together sent ~500 reads each.
     SubscriptionState(zookeeper, subscription_id).register(Session("a"))
-    listed: list[str] = []
-    get_children = zookeeper.get_children
-
-    def counted(path, watch=None):
-        listed.append(path)
-        return get_children(path, watch=watch)
-    monkeypatch.setattr(zookeeper, "get_children", counted)
+    listed = counted(monkeypatch, zookeeper, "get_children")
     changed = [gevent.event.Event() for _ in range(20)]
     gc.collect()
     gc.disable()
     try:
-        reading = [gevent.spawn(SubscriptionState(zookeeper, subscription_id).sessions,
-                                lambda _watched, event=event: event.set())
-                   for event in changed]
-        gevent.joinall(reading, raise_error=True)
-        assert all([session.id for session in greenlet.value] == ["a"] for greenlet in reading)
-        del reading[:]
+        found = read_at_once(zookeeper, subscription_id, "sessions", changed)
+        assert all([session.id for session in sessions] == ["a"] for sessions in found)
+        del found
         assert gc.collect() == 0
     finally:
         gc.enable()
@@ -126,19 +140,9 @@ def test_streams_reading_the_topology_at_once_share_one_read_whose_watch_fires_t
     SubscriptionState(zookeeper, subscription_id).register(Session("a"))
     written = SubscriptionState(zookeeper, subscription_id).update_topology(
         lambda _current: Topology((PartitionAssignment("orders", "0", session="a"),)))
-    read: list[str] = []
-    get = zookeeper.get
-
-    def counted(path, watch=None):
-        read.append(path)
-        return get(path, watch=watch)
-    monkeypatch.setattr(zookeeper, "get", counted)
+    read = counted(monkeypatch, zookeeper, "get")
     changed = [gevent.event.Event() for _ in range(20)]
-    reading = [gevent.spawn(SubscriptionState(zookeeper, subscription_id).topology,
-                            lambda _watched, event=event: event.set())
-               for event in changed]
-    gevent.joinall(reading, raise_error=True)
-    assert all(greenlet.value == written for greenlet in reading)
+    assert read_at_once(zookeeper, subscription_id, "topology", changed) == [written] * 20
     assert len(read) == 1
     assert not any(event.is_set() for event in changed)
     SubscriptionState(other_client, subscription_id).update_topology(
