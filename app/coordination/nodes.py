@@ -35,27 +35,7 @@ def create_all(zookeeper: KazooClient, nodes: list[tuple[str, bytes]], *, epheme
         return []
     results = _create_in_one(zookeeper, nodes, ephemeral, sequence)
     if any(isinstance(result, NoNodeError) for result in results):
-        parents = sorted({path.rsplit("/", 1)[0] for path, _ in nodes},
-                         key=lambda path: (path.count("/"), path))
-        making = (zookeeper, tuple(parents))
-        made_by_another = _parents_in_making.get(making)
-        if made_by_another is not None:
-            made_by_another.wait()
-            results = _create_in_one(zookeeper, nodes, ephemeral, sequence)
-            if any(isinstance(result, NoNodeError) for result in results):  # it failed
-                results = _after_paths(zookeeper, nodes, ephemeral, sequence, parents)
-        else:
-            made = _parents_in_making[making] = gevent.event.Event()
-            try:
-                # Usually only the nodes' parents are missing (a subscription's first
-                # stream): made with them in one transaction.
-                results = _create_in_one(zookeeper, nodes, ephemeral, sequence,
-                                         parents)[len(parents):]
-                if any(isinstance(result, Exception) for result in results):
-                    results = _after_paths(zookeeper, nodes, ephemeral, sequence, parents)
-            finally:
-                del _parents_in_making[making]
-                made.set()
+        results = _with_parents(zookeeper, nodes, ephemeral, sequence)
     failures = [result for result in results if isinstance(result, Exception)]
     if failures:  # one names the cause; the others say they were rolled back with it
         raise next((failure for failure in failures
@@ -91,6 +71,34 @@ def make_paths(zookeeper: KazooClient, paths: Iterable[str]) -> None:
         transaction = zookeeper.transaction()
         transaction.create(node)
         transaction.commit()  # NodeExistsError: made meanwhile; other failures show next
+
+
+def _with_parents(zookeeper: KazooClient, nodes: list[tuple[str, bytes]], ephemeral: bool,
+                  sequence: bool) -> list:
+    """The nodes created with their missing parents. Not ``SharedCalls``: the greenlet
+    making the parents creates its own nodes in the same transaction, and the others
+    theirs once it is done."""
+    parents = sorted({path.rsplit("/", 1)[0] for path, _ in nodes},
+                     key=lambda path: (path.count("/"), path))
+    making = (zookeeper, tuple(parents))
+    made_by_another = _parents_in_making.get(making)
+    if made_by_another is not None:
+        made_by_another.wait()
+        results = _create_in_one(zookeeper, nodes, ephemeral, sequence)
+        if any(isinstance(result, NoNodeError) for result in results):  # it failed
+            results = _after_paths(zookeeper, nodes, ephemeral, sequence, parents)
+        return results
+    made = _parents_in_making[making] = gevent.event.Event()
+    try:
+        # Usually only the nodes' parents are missing (a subscription's first stream):
+        # made with them in one transaction.
+        results = _create_in_one(zookeeper, nodes, ephemeral, sequence, parents)[len(parents):]
+        if any(isinstance(result, Exception) for result in results):
+            results = _after_paths(zookeeper, nodes, ephemeral, sequence, parents)
+        return results
+    finally:
+        del _parents_in_making[making]
+        made.set()
 
 
 def _after_paths(zookeeper: KazooClient, nodes: list[tuple[str, bytes]], ephemeral: bool,

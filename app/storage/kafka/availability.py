@@ -9,6 +9,7 @@ asks the broker for metadata; when it answers, the outage is over.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from time import monotonic
 
 from confluent_kafka import KafkaError
@@ -23,9 +24,13 @@ PROBE_TIMEOUT_S = 1.0
 
 
 class BrokerAvailability:
-    def __init__(self, topics: Topics, threads: BlockingCalls) -> None:
+    """``on_down`` runs on the hub whenever librdkafka reports every broker down."""
+
+    def __init__(self, topics: Topics, threads: BlockingCalls,
+                 on_down: Callable[[], None] = lambda: None) -> None:
         self._topics = topics
         self._threads = threads
+        self._on_down = on_down
         self._down: str | None = None
         self._next_probe = 0.0
 
@@ -33,6 +38,7 @@ class BrokerAvailability:
         """Fed with librdkafka's errors (from any thread)."""
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
             self._down = error.str()
+            self._threads.call_on_hub(self._on_down)
 
     @property
     def down(self) -> bool:

@@ -77,9 +77,12 @@ class KafkaEngine(StorageEngine):
         self._clients = Clients(bootstrap_servers, client_config or {}, self._client_error)
         self._topics = Topics(self._clients, self._threads, timeout)
         self._appender = Appender(self._clients, self._threads, timeout)
-        self._availability = BrokerAvailability(self._topics, self._threads)
-        self._readers: set[KafkaStreamReader] = set()
         self._idle = IdleReaders(self._topics, self._threads, idle_check_s)
+        # Idle readers wait without a timer of their own (2,000 idle streams woke 4,000
+        # times a second to look): an outage wakes them, and their polls end.
+        self._availability = BrokerAvailability(self._topics, self._threads,
+                                                self._idle.wake_all)
+        self._readers: set[KafkaStreamReader] = set()
         self._idle_reader_s = idle_reader_s
         self._ends: dict[str, dict[int, int]] = {}  # per topic, the ends bounds last found
         self._bounds_calls: SharedCalls[str, list[PartitionBounds]] = SharedCalls()
@@ -209,10 +212,6 @@ class KafkaEngine(StorageEngine):
 
     def _client_error(self, error: KafkaError) -> None:
         """librdkafka's error callback. It runs on whichever thread serves the
-        client, so the logging happens on the hub; so does waking the idle readers
-        once the brokers are down, whose polls then end (they wait without a timer
-        of their own: 2,000 idle streams woke 4,000 times a second to look)."""
+        client, so the logging happens on the hub."""
         self._availability.client_error(error)
-        if self._availability.down:
-            self._threads.call_on_hub(self._idle.wake_all)
         self._threads.call_on_hub(log.warning, "kafka client error: %s", error)
