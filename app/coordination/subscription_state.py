@@ -35,7 +35,7 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.protocol.states import WatchedEvent
 
 from app.coordination.nodes import create_all, delete_all
-from app.coordination.shared_reads import SharedWatchedReads
+from app.coordination.shared_watched_calls import SharedWatchedCalls
 from app.coordination.subscription_nodes import subscription_path
 from app.domain.topology import PartitionAssignment, PartitionKey, Session, Topology, key_order
 from app.subscriptions.rebalance import rebalance
@@ -45,8 +45,10 @@ Watch = Callable[[WatchedEvent], None] | None
 NodeKey = tuple[KazooClient, str]
 """A process's client and a node's path."""
 
-_sessions_reads: SharedWatchedReads[NodeKey, list[Session]] = SharedWatchedReads()
-_topology_reads: SharedWatchedReads[NodeKey, Topology] = SharedWatchedReads()
+_sessions_reads: SharedWatchedCalls[NodeKey, list[Session]] = SharedWatchedCalls()
+_topology_reads: SharedWatchedCalls[NodeKey, Topology] = SharedWatchedCalls()
+_rebalances: SharedWatchedCalls[tuple[KazooClient, str, frozenset[PartitionKey]], Topology] = \
+    SharedWatchedCalls()
 
 
 class SubscriptionGone(Exception):
@@ -141,9 +143,9 @@ class SubscriptionState:
 
     def sessions(self, watch: Watch = None) -> list[Session]:
         """The open streams; ``watch`` fires once when one comes or goes. The streams
-        of a worker asking at once share a read (``SharedWatchedReads``): 96 streams
+        of a worker asking at once share a read (``SharedWatchedCalls``): 96 streams
         of one subscription starting together sent ZooKeeper ~500 reads each."""
-        return list(_sessions_reads.read((self.zookeeper, self.sessions_path), watch,
+        return list(_sessions_reads.call((self.zookeeper, self.sessions_path), watch,
                                          self._read_sessions))
 
     def _read_sessions(self, watch: Watch) -> list[Session]:
@@ -172,7 +174,7 @@ class SubscriptionState:
     def topology(self, watch: Watch = None) -> Topology:
         """The current topology; ``watch`` fires once when it changes or is deleted.
         The streams of a worker asking at once share a read, as for ``sessions``."""
-        return _topology_reads.read((self.zookeeper, self.topology_path), watch,
+        return _topology_reads.call((self.zookeeper, self.topology_path), watch,
                                     self._read_topology)
 
     def _read_topology(self, watch: Watch) -> Topology:
@@ -216,10 +218,16 @@ class SubscriptionState:
                   ) -> Topology:
         """Recompute the topology for the sessions open now; ``sessions_watch`` fires once
         when one comes or goes after they were read (one read arms it and serves the
-        rebalance)."""
-        keys = list(partitions)
-        return self.update_topology(
-            lambda current: rebalance(current, keys, self.sessions(sessions_watch)))
+        rebalance). The streams of a worker rebalancing at once share one rebalance
+        (each its own, 96 streams starting together made ~900 reads of the topology
+        and ~500 writes, most refused for a write of the same topology before)."""
+        keys = frozenset(partitions)
+
+        def rebalance_once(watch: Watch) -> Topology:
+            return self.update_topology(
+                lambda current: rebalance(current, keys, self.sessions(watch)))
+        return _rebalances.call((self.zookeeper, self.root, keys), sessions_watch,
+                                rebalance_once)
 
     # Offsets
 

@@ -90,23 +90,23 @@ def test_the_first_session_makes_the_tree_and_sessions_leave_no_garbage(zookeepe
 
 
 def counted(monkeypatch, zookeeper, method: str) -> list[str]:
-    """The paths ``zookeeper.<method>`` reads from now on."""
+    """The paths ``zookeeper.<method>`` is called on from now on."""
     paths: list[str] = []
-    read = getattr(zookeeper, method)
+    call = getattr(zookeeper, method)
 
-    def counting(path, watch=None):
+    def counting(path, *args, **kwargs):
         paths.append(path)
-        return read(path, watch=watch)
+        return call(path, *args, **kwargs)
     monkeypatch.setattr(zookeeper, method, counting)
     return paths
 
 
 def read_at_once(zookeeper, subscription_id: str, what: str,
-                 changed: list[gevent.event.Event]) -> list:
-    """What streams of one worker reading ``what`` at once got, each watching for a
-    change with its event."""
+                 changed: list[gevent.event.Event], *args) -> list:
+    """What streams of one worker calling ``what`` (with ``args``) at once got, each
+    watching for a change with its event."""
     reading = [gevent.spawn(getattr(SubscriptionState(zookeeper, subscription_id), what),
-                            lambda _watched, event=event: event.set())
+                            *args, lambda _watched, event=event: event.set())
                for event in changed]
     gevent.joinall(reading, raise_error=True)
     return [greenlet.value for greenlet in reading]
@@ -147,6 +147,27 @@ def test_streams_reading_the_topology_at_once_share_one_read_whose_watch_fires_t
     assert not any(event.is_set() for event in changed)
     SubscriptionState(other_client, subscription_id).update_topology(
         lambda _current: Topology((PartitionAssignment("orders", "0", session="b"),)))
+    assert all(event.wait(5) for event in changed)
+
+
+def test_streams_rebalancing_at_once_share_one_rebalance_whose_sessions_watch_fires_them_all(
+        zookeeper, other_client, subscription_id, monkeypatch):
+    # Every stream rebalances whenever a session comes or goes: 96 streams starting
+    # together read the topology ~900 times and wrote it ~500 times.
+    state = SubscriptionState(zookeeper, subscription_id)
+    for n in range(20):
+        state.register(Session(f"s{n:02}"))
+    state.update_topology(lambda _current: Topology(
+        tuple(PartitionAssignment(*key, session="gone") for key in KEYS)))
+    read, listed, written = (counted(monkeypatch, zookeeper, method)
+                             for method in ("get", "get_children", "set"))
+    changed = [gevent.event.Event() for _ in range(20)]
+    found = read_at_once(zookeeper, subscription_id, "rebalance", changed, KEYS)
+    assert (len(read), len(listed), len(written)) == (1, 1, 1)
+    assert found == [state.topology()] * 20
+    assert {p.session for p in found[0].partitions} == {"s00", "s01", "s02"}
+    assert not any(event.is_set() for event in changed)
+    SubscriptionState(other_client, subscription_id).register(Session("b"))
     assert all(event.wait(5) for event in changed)
 
 
