@@ -165,9 +165,13 @@ class SubscriptionState:
                 found.append(_session_from(name, data))
         return found
 
-    def session_exists(self, session_id: str, watch: Watch = None) -> bool:
-        return self.zookeeper.exists(f"{self.sessions_path}/{session_id}", watch=watch) \
-            is not None
+    def control(self, session_id: str, watch: Watch = None) -> tuple[bool, bool]:
+        """Whether the session is open and whether a cursor reset runs, read in one
+        round trip; ``watch`` fires once when either changes."""
+        session = self.zookeeper.exists_async(f"{self.sessions_path}/{session_id}",
+                                              watch=watch)
+        reset = self.zookeeper.exists_async(self.reset_path, watch=watch)
+        return session.get() is not None, reset.get() is not None
 
     # Topology
 
@@ -251,6 +255,13 @@ class SubscriptionState:
 
     def offsets_initialized(self) -> bool:
         return self.zookeeper.exists(self.offsets_path) is not None
+
+    def starting_checks(self) -> tuple[bool, bool]:
+        """Whether a cursor reset runs and whether the starting offsets are stored,
+        what a stream checks before it registers, read in one round trip."""
+        reset = self.zookeeper.exists_async(self.reset_path)
+        offsets = self.zookeeper.exists_async(self.offsets_path)
+        return reset.get() is not None, offsets.get() is not None
 
     def committed_many(self, keys: Iterable[PartitionKey]) -> dict[PartitionKey, str | None]:
         """The committed offsets of partitions (None for one where none was ever
@@ -400,6 +411,3 @@ class SubscriptionState:
     def end_reset(self) -> None:
         with contextlib.suppress(NoNodeError):
             self.zookeeper.delete(self.reset_path)
-
-    def reset_in_progress(self, watch: Watch = None) -> bool:
-        return self.zookeeper.exists(self.reset_path, watch=watch) is not None

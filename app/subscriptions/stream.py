@@ -108,12 +108,14 @@ class SubscriptionStream:
         """Register the session and take partitions; ``StreamRefused`` leaves nothing behind.
         ``starting_offsets`` is asked only when the subscription has none stored yet."""
         state = self._state
-        if state.reset_in_progress():
+        resetting, offsets_stored = state.starting_checks()
+        if resetting:
             raise StreamRefused(409, "a cursor reset of this subscription is in progress; "
                                      "reconnect once it is done")
-        if not state.offsets_initialized():
+        if not offsets_stored:
             state.initialize_offsets(starting_offsets())
-        self._taken_directly()
+        if self._params.requested:
+            self._taken_directly()
         state.register(self._session)
         local_streams.opened(self.id, self._commits.committed_here)
         state.zookeeper.add_listener(self._connection_changed)
@@ -403,10 +405,10 @@ class SubscriptionStream:
         """``SubscriptionGone`` when the session was removed, ``ResetInProgress`` while a
         reset runs; watching for either again."""
         self._control_changed = False
-        watch = self._signal("_control_changed")
-        if not self._state.session_exists(self.id, watch=watch):
+        session_open, resetting = self._state.control(self.id, self._signal("_control_changed"))
+        if not session_open:
             raise SubscriptionGone(self._state.root)
-        if self._state.reset_in_progress(watch=watch):
+        if resetting:
             raise ResetInProgress(self._state.root)
 
     def _cleanup(self) -> None:

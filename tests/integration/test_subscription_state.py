@@ -179,7 +179,7 @@ def test_closing_sessions_are_marked(zookeeper, subscription_id):
     assert state.sessions() == [Session("a", closing=True)]
     state.unregister("a")
     assert state.sessions() == []
-    assert not state.session_exists("a")
+    assert state.control("a") == (False, False)
 
 
 def test_starting_offsets_are_stored_exactly_once_under_a_race(zookeeper, other_client,
@@ -242,12 +242,12 @@ def test_a_reset_can_run_only_once_at_a_time_and_dies_with_its_client(
     theirs.begin_reset()
     with pytest.raises(ResetInProgress):
         mine.begin_reset()
-    assert mine.reset_in_progress()
+    assert mine.starting_checks() == (True, False)
     other_client.stop()
-    assert not mine.reset_in_progress()
+    assert mine.starting_checks() == (False, False)
     mine.begin_reset()
     mine.end_reset()
-    assert not mine.reset_in_progress()
+    assert mine.starting_checks() == (False, False)
 
 
 def test_offsets_can_be_reset_backwards(zookeeper, subscription_id):
