@@ -222,9 +222,10 @@ class SubscriptionState:
                   ) -> Topology:
         """Recompute the topology for the sessions open now; ``sessions_watch`` fires once
         when one comes or goes after they were read (one read arms it and serves the
-        rebalance). The streams of a worker rebalancing at once share one rebalance
-        (each its own, 96 streams starting together made ~900 reads of the topology
-        and ~500 writes, most refused for a write of the same topology before)."""
+        rebalance). The streams of a worker rebalancing at once share one rebalance:
+        when each made its own, 96 streams starting together read the topology ~900
+        times and wrote it ~500 times, most writes refused because another stream had
+        just written the same topology."""
         keys = frozenset(partitions)
 
         def rebalance_once(watch: Watch) -> Topology:

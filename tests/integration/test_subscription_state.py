@@ -101,15 +101,15 @@ def counted(monkeypatch, zookeeper, method: str) -> list[str]:
     return paths
 
 
-def read_at_once(zookeeper, subscription_id: str, what: str,
-                 changed: list[gevent.event.Event], *args) -> list:
+def called_at_once(zookeeper, subscription_id: str, what: str,
+                   changed: list[gevent.event.Event], *args) -> list:
     """What streams of one worker calling ``what`` (with ``args``) at once got, each
     watching for a change with its event."""
-    reading = [gevent.spawn(getattr(SubscriptionState(zookeeper, subscription_id), what),
+    calling = [gevent.spawn(getattr(SubscriptionState(zookeeper, subscription_id), what),
                             *args, lambda _watched, event=event: event.set())
                for event in changed]
-    gevent.joinall(reading, raise_error=True)
-    return [greenlet.value for greenlet in reading]
+    gevent.joinall(calling, raise_error=True)
+    return [greenlet.value for greenlet in calling]
 
 
 def test_streams_reading_the_sessions_at_once_share_one_read_whose_watch_fires_them_all(
@@ -122,7 +122,7 @@ def test_streams_reading_the_sessions_at_once_share_one_read_whose_watch_fires_t
     gc.collect()
     gc.disable()
     try:
-        found = read_at_once(zookeeper, subscription_id, "sessions", changed)
+        found = called_at_once(zookeeper, subscription_id, "sessions", changed)
         assert all([session.id for session in sessions] == ["a"] for sessions in found)
         del found
         assert gc.collect() == 0
@@ -142,7 +142,7 @@ def test_streams_reading_the_topology_at_once_share_one_read_whose_watch_fires_t
         lambda _current: Topology((PartitionAssignment("orders", "0", session="a"),)))
     read = counted(monkeypatch, zookeeper, "get")
     changed = [gevent.event.Event() for _ in range(20)]
-    assert read_at_once(zookeeper, subscription_id, "topology", changed) == [written] * 20
+    assert called_at_once(zookeeper, subscription_id, "topology", changed) == [written] * 20
     assert len(read) == 1
     assert not any(event.is_set() for event in changed)
     SubscriptionState(other_client, subscription_id).update_topology(
@@ -162,7 +162,7 @@ def test_streams_rebalancing_at_once_share_one_rebalance_whose_sessions_watch_fi
     read, listed, written = (counted(monkeypatch, zookeeper, method)
                              for method in ("get", "get_children", "set"))
     changed = [gevent.event.Event() for _ in range(20)]
-    found = read_at_once(zookeeper, subscription_id, "rebalance", changed, KEYS)
+    found = called_at_once(zookeeper, subscription_id, "rebalance", changed, KEYS)
     assert (len(read), len(listed), len(written)) == (1, 1, 1)
     assert found == [state.topology()] * 20
     assert {p.session for p in found[0].partitions} == {"s00", "s01", "s02"}
