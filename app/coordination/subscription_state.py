@@ -9,7 +9,9 @@ Under ``subscription_path(id)``:
   Each commit for the stream sets it to what it committed, JSON
   ``[[event type, partition, offset], ...]``, so its version counts the
   commits: the stream watches this one node, not an offset per partition (a
-  commit of eight partitions fired eight watches and eight reads).
+  commit of eight partitions fired eight watches and eight reads). A commit
+  in the process that runs the stream tells it directly and usually leaves the
+  node as it is (``commit_if_unchanged``): the version counts the others.
 - ``topology``: JSON ``{"partitions": [...]}``, which session streams which
   partition. Only ever changed by a versioned ``set`` of a value computed
   from the version read; a lost race reads again and recomputes.
@@ -41,6 +43,9 @@ from app.domain.topology import PartitionAssignment, PartitionKey, Session, Topo
 from app.subscriptions.rebalance import rebalance
 
 Watch = Callable[[WatchedEvent], None] | None
+
+ANY_VERSION = -1
+"""ZooKeeper's version that any version of an existing node matches."""
 
 NodeKey = tuple[KazooClient, str]
 """A process's client and a node's path."""
@@ -348,15 +353,21 @@ class SubscriptionState:
         return outdated, versions
 
     def commit_if_unchanged(self, session_id: str, offsets: Mapping[PartitionKey, str],
-                            topology_version: int, versions: Mapping[PartitionKey, int]
-                            ) -> dict[PartitionKey, int] | None:
-        """Write the offsets and announce them to the stream in one multi-operation, on
-        condition that the session is open (its commits node is there: they come and
-        go together) and the topology and each offset are still at the versions given.
-        The offsets' new versions, or None when a condition failed (nothing is
-        written)."""
+                            topology_version: int, versions: Mapping[PartitionKey, int],
+                            announce: bool = True) -> dict[PartitionKey, int] | None:
+        """Write the offsets, and unless ``announce`` is False announce them to the
+        stream, in one multi-operation, on condition that the session is open (its
+        commits node is there: they come and go together) and the topology and each
+        offset are still at the versions given. The offsets' new versions, or None
+        when a condition failed (nothing is written). Without the announcement the
+        stream's commits watch does not fire: its process tells it instead, and the
+        node's version counts only the commits announced."""
         transaction = self.zookeeper.transaction()
-        transaction.set_data(f"{self.commits_path}/{session_id}", _announcement_json(offsets))
+        commits_path = f"{self.commits_path}/{session_id}"
+        if announce:
+            transaction.set_data(commits_path, _announcement_json(offsets))
+        else:
+            transaction.check(commits_path, ANY_VERSION)
         transaction.check(self.topology_path, topology_version)
         for key, offset in offsets.items():
             transaction.set_data(self.offset_path(key), offset.encode(), versions[key])

@@ -1,9 +1,10 @@
 """Committing cursors (POST) and resetting them (PATCH).
 
 A commit must come from a stream that is open (or closing) and holds the
-partitions committed; each offset only moves forward. Each commit is announced
-on the stream's commits node, which the stream watches, so a commit frees its
-``max_uncommitted_events`` room at once, on whatever instance it runs.
+partitions committed; each offset only moves forward. A commit frees the
+stream's ``max_uncommitted_events`` room at once, on whatever instance it runs:
+the process that runs the stream tells it directly (``local_streams``); a commit
+elsewhere is announced on the stream's commits node, which the stream watches.
 
 A reset marks the subscription (new streams get 409), waits for its streams
 to end (they watch the mark), overwrites the offsets, and removes the mark.
@@ -89,7 +90,8 @@ def _commit_on_known_versions(state: SubscriptionState, stream_id: str,
     if not all(forward for _, forward in results):
         return None
     versions = state.commit_if_unchanged(stream_id, moved, known.topology_version,
-                                         {key: known.offsets[key][1] for key in moved})
+                                         {key: known.offsets[key][1] for key in moved},
+                                         announce=not local_streams.runs_here(stream_id))
     if versions is None:
         return None
     known.offsets.update({key: (offset, versions[key]) for key, offset in moved.items()})

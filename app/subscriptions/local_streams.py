@@ -2,8 +2,10 @@
 
 A commit handled by the process that runs the stream tells the stream at once
 what it committed, instead of the stream learning it from its ZooKeeper watch
-one notification and one read later. The watch stays: commits that reach
-another instance still wake the stream through it.
+one notification and one read later; the usual such commit is not announced on
+the stream's commits node at all, so the watch does not fire for it (nor cost
+the read that arms it again). The watch stays: commits that reach another
+instance still wake the stream through it.
 """
 
 from __future__ import annotations
@@ -23,6 +25,10 @@ def opened(stream_id: str, on_commit: CommitListener) -> None:
 
 def closed(stream_id: str) -> None:
     _open.pop(stream_id, None)
+
+
+def runs_here(stream_id: str) -> bool:
+    return stream_id in _open
 
 
 def committed(stream_id: str, offsets: Mapping[PartitionKey, str]) -> None:

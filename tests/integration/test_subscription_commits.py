@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import uuid
 
+import gevent.event
 import pytest
 
 from app.coordination.subscription_nodes import remove_subscription_state
 from app.coordination.subscription_state import SubscriptionState
 from app.domain.topology import Session
+from app.subscriptions import local_streams
 from app.subscriptions.commits import CommitRefused, commit
 from app.subscriptions.cursors import CheckedCursor
 from app.subscriptions.rebalance import hand_over
@@ -102,3 +104,25 @@ def test_every_commit_is_announced_to_its_stream_with_what_it_moved(states):
     assert theirs.announced("s", None) == ({KEYS[1]: offset(5)}, 3)
     assert results(mine, offset(6), offset(5)) == ["outdated", "outdated"]
     assert theirs.announced("s", None)[1] == 3  # nothing moved: nothing announced
+
+
+def test_a_commit_in_the_stream_s_process_tells_it_directly_and_fires_no_watch(states):
+    # Announcing it too fired the stream's watch, whose callback read the node again
+    # to arm it: a notification and a read per commit for what the stream knew.
+    mine, theirs = states
+    told: list[dict] = []
+    local_streams.opened("s", lambda offsets: told.append(dict(offsets)))
+    try:
+        fired = gevent.event.Event()
+        assert theirs.announced("s", lambda _event: fired.set())[1] == 1
+        assert results(mine, offset(2), offset(3)) == ["committed", "committed"]
+        assert told == [{KEYS[0]: offset(2), KEYS[1]: offset(3)}]
+        assert not fired.wait(0.5)
+        assert theirs.announced("s", None) == ({KEYS[0]: offset(1), KEYS[1]: offset(1)}, 1)
+        assert list(theirs.committed_many(KEYS).values()) == [offset(2), offset(3)]
+        theirs.unregister("s")  # the stream ended meanwhile: still refused
+        with pytest.raises(CommitRefused, match="not an open stream"):
+            results(mine, offset(4), offset(4))
+        assert told == [{KEYS[0]: offset(2), KEYS[1]: offset(3)}]
+    finally:
+        local_streams.closed("s")
