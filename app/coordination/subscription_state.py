@@ -173,10 +173,14 @@ class SubscriptionState:
     def control(self, session_id: str, watch: Watch = None) -> tuple[bool, bool]:
         """Whether the session is open and whether a cursor reset runs, read in one
         round trip; ``watch`` fires once when either changes."""
-        session = self.zookeeper.exists_async(f"{self.sessions_path}/{session_id}",
-                                              watch=watch)
-        reset = self.zookeeper.exists_async(self.reset_path, watch=watch)
-        return session.get() is not None, reset.get() is not None
+        session_open, resetting = self._exist(f"{self.sessions_path}/{session_id}",
+                                              self.reset_path, watch=watch)
+        return session_open, resetting
+
+    def _exist(self, *paths: str, watch: Watch = None) -> list[bool]:
+        """Whether each node exists, asked at once (one round trip)."""
+        asked = [self.zookeeper.exists_async(path, watch=watch) for path in paths]
+        return [answer.get() is not None for answer in asked]
 
     # Topology
 
@@ -265,9 +269,8 @@ class SubscriptionState:
     def starting_checks(self) -> tuple[bool, bool]:
         """Whether a cursor reset runs and whether the starting offsets are stored,
         what a stream checks before it registers, read in one round trip."""
-        reset = self.zookeeper.exists_async(self.reset_path)
-        offsets = self.zookeeper.exists_async(self.offsets_path)
-        return reset.get() is not None, offsets.get() is not None
+        resetting, offsets_stored = self._exist(self.reset_path, self.offsets_path)
+        return resetting, offsets_stored
 
     def committed_many(self, keys: Iterable[PartitionKey]) -> dict[PartitionKey, str | None]:
         """The committed offsets of partitions (None for one where none was ever
