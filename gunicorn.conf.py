@@ -53,10 +53,12 @@ def _fresh_metrics_dir() -> tuple[str, bool]:
 _PREPARED_BY = "NAKADI_PY_METRICS_DIR_OF"  # internal: which master prepared the folder
 metrics_dir, own_metrics_dir = _fresh_metrics_dir()
 
+from app.gunicorn_chunks import write_chunks_uncopied  # noqa: E402
 from app.gunicorn_errors import answer_refused_requests_as_problems  # noqa: E402
 from workers.allocator import few_heaps, keep_large_blocks  # noqa: E402
 
 answer_refused_requests_as_problems()
+write_chunks_uncopied()
 # Here, in the master: the workers it forks inherit them.
 keep_large_blocks()
 few_heaps()
