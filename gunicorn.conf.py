@@ -95,6 +95,13 @@ def on_starting(server: Arbiter) -> None:
     figures.START_TIME.set(time.time())
 
 
+def post_fork(server: Arbiter, worker: Worker) -> None:
+    """In each worker before it serves (the no-op ceiling app runs this hook too)."""
+    from app.gunicorn_settings import settings_as_attributes
+
+    settings_as_attributes(worker.cfg)
+
+
 def post_worker_init(worker: Worker) -> None:
     import gevent
 
