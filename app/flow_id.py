@@ -6,7 +6,9 @@ import logging
 import secrets
 import time
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response
+
+from app.current import current_globals, current_request
 
 HEADER = "X-Flow-Id"
 MAX_LENGTH = 255
@@ -19,18 +21,21 @@ def new_flow_id() -> str:
 def install_flow_id(app: Flask, access_log: logging.Logger) -> None:
     @app.before_request
     def _take_flow_id() -> None:
-        given = request.headers.get(HEADER, "").strip()
-        g.flow_id = given[:MAX_LENGTH] if given else new_flow_id()
-        g.started = time.perf_counter()
+        given = current_request().headers.get(HEADER, "").strip()
+        context = current_globals()
+        context.flow_id = given[:MAX_LENGTH] if given else new_flow_id()
+        context.started = time.perf_counter()
 
     @app.after_request
     def _return_flow_id(response: Response) -> Response:
-        flow_id = g.get("flow_id")
+        context = current_globals()
+        flow_id = context.get("flow_id")
         if flow_id:
             response.headers[HEADER] = flow_id
-        if "started" in g:
+        if "started" in context:
+            asked = current_request()
             access_log.info(
-                "%s %s %s", request.method, request.path, response.status_code,
-                extra={"duration_ms": round((time.perf_counter() - g.started) * 1000, 2)},
+                "%s %s %s", asked.method, asked.path, response.status_code,
+                extra={"duration_ms": round((time.perf_counter() - context.started) * 1000, 2)},
             )
         return response

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Flask, request
+from flask import Flask
 from flask.json.provider import DefaultJSONProvider
 
 from app import strict_json
+from app.current import current_request
 from app.problems import Problem
 
 
@@ -34,8 +35,9 @@ def install_input_guard(app: Flask) -> None:
 
     @app.before_request
     def _refuse_nul_characters() -> None:
-        if "\x00" in request.path:
+        asked = current_request()
+        if "\x00" in asked.path:
             raise Problem(400, "the path holds a NUL character (%00)")
-        for name, value in request.args.items(multi=True):
+        for name, value in asked.args.items(multi=True):
             if "\x00" in name or "\x00" in value:
                 raise Problem(400, f"the query parameter {name!r} holds a NUL character (%00)")

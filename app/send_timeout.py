@@ -14,8 +14,9 @@ import time
 from collections.abc import Iterable
 from typing import cast
 
-from flask import Flask, Response, current_app, request
+from flask import Flask, Response, current_app
 
+from app.current import current_request
 from app.streaming.connection import written_within
 
 
@@ -26,7 +27,7 @@ def install_send_timeout(app: Flask) -> None:
 
 
 def _bounded(response: Response) -> Response:
-    connection = request.environ.get("gunicorn.socket")
+    connection = current_request().environ.get("gunicorn.socket")
     if connection is None or response.is_streamed:
         return response
     length = response.content_length

@@ -6,12 +6,13 @@ from collections.abc import Callable
 from functools import partial
 
 import psycopg2
-from flask import Flask, current_app
+from flask import Flask
 from kazoo.client import KazooClient
 
 from app.config import Settings
 from app.coordination.timeline_switch import PublishingGate
 from app.coordination.zookeeper import ZooKeeper
+from app.current import current_flask
 from app.dependencies import DependencyUnavailable, first_line
 from app.domain.timeline import Timeline, Timelines
 from app.monitoring.kpi import KpiPublisher
@@ -99,7 +100,7 @@ class Services:
 
 def services() -> Services:
     """The services of the application serving the current request."""
-    return current_app.extensions["nakadi"]
+    return current_flask().extensions["nakadi"]
 
 
 def services_of(app: object) -> Services | None:

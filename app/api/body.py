@@ -9,10 +9,9 @@ from __future__ import annotations
 import zlib
 from typing import Any
 
-from flask import current_app, request
-
 from app import lifecycle
 from app.api.params import require_json_content_type
+from app.current import current_flask, current_request
 from app.problems import Problem
 from app.strict_json import InvalidJson
 
@@ -46,7 +45,8 @@ def json_body() -> Any:
     """The request body's JSON value: a 400 saying why when it is not standard JSON
     or holds a NUL character, and the statuses of ``json_bytes``."""
     try:
-        return current_app.json.loads(json_bytes(current_app.config["MAX_CONTENT_LENGTH"]))
+        app = current_flask()
+        return app.json.loads(json_bytes(app.config["MAX_CONTENT_LENGTH"]))
     except InvalidJson as error:
         raise Problem(400, f"the body is not valid JSON: {error}") from None
 
@@ -55,8 +55,9 @@ def optional_json_body(default: Any) -> Any:
     """The body's JSON value, as ``json_body``, or ``default`` when the request has
     none: no ``Content-Length`` above 0 and no chunked body (clients that stream
     their request bodies send them chunked, without a length)."""
-    chunked = "chunked" in request.headers.get("Transfer-Encoding", "").lower()
-    if not request.content_length and not chunked:
+    asked = current_request()
+    chunked = "chunked" in asked.headers.get("Transfer-Encoding", "").lower()
+    if not asked.content_length and not chunked:
         return default
     return json_body()
 
@@ -66,7 +67,7 @@ def json_bytes(limit: int) -> bytes:
     another type or encoding, a 400 for broken gzip, a 413 above ``limit`` bytes."""
     require_json_content_type()
     body = _sent_body(limit)
-    encoding = request.headers.get("Content-Encoding", "identity").strip().lower()
+    encoding = current_request().headers.get("Content-Encoding", "identity").strip().lower()
     if encoding in GZIP_ENCODINGS:
         try:
             body = gunzip(body, limit)
@@ -82,17 +83,18 @@ def json_bytes(limit: int) -> bytes:
 def _sent_body(limit: int) -> bytes:
     """The body as sent, each read of it waiting at most ``REQUEST_BODY_TIMEOUT_S``
     for the client (then a 408, and the connection closes)."""
-    connection = request.environ.get("gunicorn.socket")
+    connection = current_request().environ.get("gunicorn.socket")
     if connection is None:
         return _read_body(limit)
     waited = connection.gettimeout()
-    connection.settimeout(current_app.config["REQUEST_BODY_TIMEOUT_S"])
+    timeout_s = current_flask().config["REQUEST_BODY_TIMEOUT_S"]
+    connection.settimeout(timeout_s)
     try:
         return _read_body(limit)
     except TimeoutError:
         lifecycle.close_connection_after_response()  # the rest of the body may still come
         raise Problem(408, "the request body stopped arriving: no byte came for "
-                           f"{current_app.config['REQUEST_BODY_TIMEOUT_S']:g} s") from None
+                           f"{timeout_s:g} s") from None
     finally:
         connection.settimeout(waited)
 
@@ -103,11 +105,12 @@ def _read_body(limit: int) -> bytes:
     acted on (RFC 9112, section 8), which werkzeug's stream passed on as if whole,
     and werkzeug turns a read that timed out into a 400. One read also takes half
     the CPU of werkzeug's three (~15 against ~30 us for a commit's ~150 bytes)."""
-    most = min(limit, request.max_content_length or limit)
-    length = request.content_length
+    asked = current_request()
+    most = min(limit, asked.max_content_length or limit)
+    length = asked.content_length
     if length is not None and length > most:
         raise _too_large(most)
-    stream = request.environ["wsgi.input"]
+    stream = asked.environ["wsgi.input"]
     if length is None:  # chunked, or no body
         body: bytes = stream.read(most + 1)
         if len(body) > most:

@@ -13,6 +13,7 @@ from app.api.lookups import event_type_or_404, partition_bounds
 from app.api.stream_params import stream_limits
 from app.coordination.stream_slots import TooManyStreams
 from app.coordination.timeline_switch import SwitchInProgress
+from app.current import current_globals
 from app.cursors import CursorInvalid, positions_by_partition
 from app.domain.timeline import Timelines
 from app.monitoring import recording
@@ -50,7 +51,8 @@ def publish_events(name: str) -> Response:
     current = services()
     event_type, _ = event_type_or_404(name)
     require_event_type(event_type, Operation.WRITE)
-    with recording.publishing(name, current.kpis, g.subject) as report:
+    context = current_globals()
+    with recording.publishing(name, current.kpis, context.subject) as report:
         body = json_bytes(current.settings.max_batch_bytes)
         report.body_bytes = len(body)
         try:
@@ -66,7 +68,7 @@ def publish_events(name: str) -> Response:
                 active = timelines.active
                 items = publish(event_type, active,
                                 checked_append(current, active, missed_switch),
-                                events, sizes, g.flow_id)
+                                events, sizes, context.flow_id)
         except BatchRejected as rejected:
             report.status = 422
             return _items_response(rejected.items, 422)

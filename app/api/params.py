@@ -9,6 +9,7 @@ from urllib.parse import urlencode
 
 from flask import request
 
+from app.current import current_request
 from app.problems import Problem
 
 # Python's int() also takes "1_0", "+5", " 5" and non-ASCII digits; a query integer is digits,
@@ -35,9 +36,10 @@ def int_param(name: str, default: int, minimum: int, maximum: int | None = None,
 
 def require_json_content_type() -> None:
     """A 415 unless the body is declared as ``application/json``."""
-    if request.mimetype != "application/json":
+    mimetype = current_request().mimetype
+    if mimetype != "application/json":
         raise Problem(415, f"Content-Type must be application/json, not "
-                           f"'{request.mimetype or 'missing'}'")
+                           f"'{mimetype or 'missing'}'")
 
 
 def bool_param(name: str, default: bool = False) -> bool:

@@ -13,8 +13,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TypeVar
 
-from flask import Flask, Response, g, request
+from flask import Flask, Response
 
+from app.current import current_globals, current_request
 from app.domain.event_type import EventType
 from app.domain.security import AdminPermission, Feature
 from app.domain.subscription import Subscription
@@ -61,20 +62,21 @@ def _challenge(status: int, detail: str, error: str | None = None,
 def install_authentication(app: Flask) -> None:
     @app.before_request
     def _authenticate() -> Response | None:
-        g.subject = None
+        context, asked = current_globals(), current_request()
+        context.subject = None
         security: Security = services().security
-        rule = request.url_rule  # the route, however the path was spelled ("/health/")
+        rule = asked.url_rule  # the route, however the path was spelled ("/health/")
         if security.authenticator is None or (rule is not None and rule.rule in OPEN_PATHS):
             return None
         try:
-            subject = security.authenticator.subject(request.headers.get("Authorization"))
+            subject = security.authenticator.subject(asked.headers.get("Authorization"))
         except Unauthenticated as refused:
             return _challenge(401, refused.detail, refused.error)
         except AuthenticationUnavailable as error:
             return problem_response(503, f"Authentication is unavailable: {error}; "
                                          "try again later.")
-        g.subject = subject
-        view = app.view_functions.get(request.endpoint or "")
+        context.subject = subject
+        view = app.view_functions.get(asked.endpoint or "")
         kind = getattr(view, "nakadi_scope", None)
         scope = security.scopes.get(kind) if kind is not None else None
         if scope and scope not in subject.scopes:
@@ -85,13 +87,14 @@ def install_authentication(app: Flask) -> None:
 
 def current_subject() -> Subject | None:
     """Who makes the request; None while authentication is off."""
-    subject: Subject | None = g.get("subject")
+    subject: Subject | None = current_globals().get("subject")
     return subject
 
 
 def current_policy() -> Policy:
     """The rules for this request's subject, under one reading of the settings."""
-    policy: Policy | None = g.get("policy")
+    context = current_globals()
+    policy: Policy | None = context.get("policy")
     if policy is None:
         try:
             policy = services().security.policy(current_subject())
@@ -99,7 +102,7 @@ def current_policy() -> Policy:
             log.error("security settings unavailable: %s", error)
             raise Problem(503, "The security settings cannot be read; try again later."
                           ) from None
-        g.policy = policy
+        context.policy = policy
     return policy
 
 
