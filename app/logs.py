@@ -10,8 +10,10 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 import gevent
-from flask import g, has_app_context
+from flask import has_app_context
 from gunicorn import glogging
+
+from app.current import current_globals
 
 if TYPE_CHECKING:
     from gunicorn.config import Config
@@ -29,7 +31,8 @@ class JsonFormatter(logging.Formatter):
             "message": record.getMessage(),
         }
         if has_app_context():
-            flow_id, subject = g.get("flow_id"), g.get("subject")
+            context = current_globals()
+            flow_id, subject = context.get("flow_id"), context.get("subject")
             if flow_id:
                 entry["flow_id"] = flow_id
             if subject is not None:  # who, never their token
