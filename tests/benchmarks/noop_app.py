@@ -1,6 +1,7 @@
 """The ceiling of the web stack: an application that does nothing, served by gunicorn
 with the broker's own settings (``gunicorn.conf.py``: gevent workers, connections,
-keep-alive, the yield after each request), without its start-up and worker hooks.
+keep-alive, the yield after each request, chunks sent uncopied, settings read as
+plain attributes), without the hooks that start and stop the broker's services.
 
     gunicorn -c python:tests.benchmarks.noop_app tests.benchmarks.noop_app:app
 
@@ -22,7 +23,7 @@ from flask import Flask, Response, request
 from tests.benchmarks.bench_publish import stored_event
 from tests.benchmarks.harness import ROOT
 
-# gunicorn reads the settings of this module: the broker's, minus its hooks.
+# gunicorn reads the settings of this module: the broker's, minus its service hooks.
 _BROKER_HOOKS = ("on_starting", "post_worker_init", "worker_exit")
 globals().update({key: value for key, value in runpy.run_path(
     str(ROOT / "gunicorn.conf.py")).items()
