@@ -10,7 +10,8 @@ PostgreSQL inserting the same rows with a durable commit per transaction, and
 confluent-kafka producing with the broker's settings, waiting for every batch,
 and consuming (``ceilings``). Broker figures come from the other benchmarks'
 measuring functions: publishing at batch 1, 10, 100 and 1000 (``wrk``, 16
-connections), p99 at half the saturated rate of single-event requests, one
+connections), p99 at half the saturated rate of single-event requests (and how
+busy the machine was meanwhile), one
 low-level stream from ``begin``, a subscription stream committing every batch
 for each ``--max-uncommitted`` window (``--pairs`` runs, each next to a run of
 the low-level stream with the same batch_limit: the median pair's share),
@@ -40,7 +41,14 @@ from app.repository.database import ConnectionPool, make_green
 from app.repository.event_types import event_type_with_timelines
 from tests.benchmarks import bench_stream, bench_subscription, ceilings
 from tests.benchmarks.bench_publish import create_event_type, order_event, paced, saturate
-from tests.benchmarks.harness import percentile, running_broker, set_default_storage, start_server
+from tests.benchmarks.harness import (
+    busy_share,
+    machine_cpu_ticks,
+    percentile,
+    running_broker,
+    set_default_storage,
+    start_server,
+)
 
 NOOP = ("python:tests.benchmarks.noop_app", "tests.benchmarks.noop_app:app")
 LATENCY_TARGET_MS = 25.0
@@ -148,15 +156,20 @@ def publish_figures(run: Run, batch: int) -> None:
 
 def half_load_latency(run: Run, engine: str, name: str, body: bytes, rate: float) -> None:
     """p99 of single-event requests sent at fixed times at half the saturated rate, next to
-    the no-op POST at the same rate."""
+    the no-op POST at the same rate, each with how busy the machine was meanwhile: on
+    these virtual machines a request costs more CPU the fewer arrive together, so half
+    the saturated rate takes well over half the machine."""
+    before = machine_cpu_ticks()
     _, p99, failed = paced("127.0.0.1", run.port, f"/event-types/{name}/events", body, rate,
                            run.args.seconds)
+    busy = busy_share(before, before := machine_cpu_ticks())
     _, noop_p99, _ = paced("127.0.0.1", run.noop_port, "/event-types/noop/events", body, rate,
                            run.args.seconds)
+    noop_busy = busy_share(before, machine_cpu_ticks())
     failures = f" ({failed} failed)" if failed else ""
     run.record(f"{engine} publish p99 at half load", f"<{LATENCY_TARGET_MS:.0f}ms",
-               f"{p99:.1f}ms at {rate:,.0f} req/s{failures}", f"no-op POST {noop_p99:.1f}ms",
-               "")
+               f"{p99:.1f}ms at {rate:,.0f} req/s, machine {busy:.0%} busy{failures}",
+               f"no-op POST {noop_p99:.1f}ms, machine {noop_busy:.0%} busy", "")
 
 
 def stream_figures(run: Run) -> None:

@@ -34,6 +34,21 @@ def process_cpu_s(proc: Path) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def machine_cpu_ticks() -> tuple[int, int]:
+    """Clock ticks of all the machine's CPUs since boot, from ``/proc/stat``: those
+    spent busy (all but idle and waiting for I/O; time the hypervisor took counts as
+    busy) and all of them."""
+    fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    total = sum(fields)
+    return total - fields[3] - fields[4], total
+
+
+def busy_share(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of the machine's CPU time that was busy between two ``machine_cpu_ticks``."""
+    busy, total = after[0] - before[0], after[1] - before[1]
+    return busy / total if total else 0.0
+
+
 def zookeeper_cpu_s(hosts: str) -> float | None:
     """CPU seconds used so far by the ZooKeeper on this machine that serves the first
     of ``hosts``; None when none does (it runs elsewhere)."""
