@@ -162,10 +162,11 @@ def half_load_latency(run: Run, engine: str, name: str, body: bytes, rate: float
     before = machine_cpu_ticks()
     _, p99, failed = paced("127.0.0.1", run.port, f"/event-types/{name}/events", body, rate,
                            run.args.seconds)
-    busy = busy_share(before, before := machine_cpu_ticks())
+    after = machine_cpu_ticks()
+    busy = busy_share(before, after)
     _, noop_p99, _ = paced("127.0.0.1", run.noop_port, "/event-types/noop/events", body, rate,
                            run.args.seconds)
-    noop_busy = busy_share(before, machine_cpu_ticks())
+    noop_busy = busy_share(after, machine_cpu_ticks())
     failures = f" ({failed} failed)" if failed else ""
     run.record(f"{engine} publish p99 at half load", f"<{LATENCY_TARGET_MS:.0f}ms",
                f"{p99:.1f}ms at {rate:,.0f} req/s, machine {busy:.0%} busy{failures}",
