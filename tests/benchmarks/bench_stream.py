@@ -8,8 +8,8 @@ For each engine it prints:
   pre-published events as publishing stores them (~400 bytes, ~250 sent) with
   batch_limit=1000, then with batch_limit=1 (Nakadi's default: a line per event);
 - latency: a producer posts single events over HTTP at ``--rate`` events/s
-  while a stream with batch_limit=1 reads them; p50/p99/max from the moment
-  the producer sent an event to the moment its batch arrived;
+  while a stream with batch_limit=1 reads them, a chunk at a time; p50/p99/max
+  from the moment the producer sent an event to the moment its batch arrived;
 - idle streams (first engine only): ``--idle-streams`` low-level streams from
   the end of quiet one-partition event types (10 on each, the default limit per
   partition) opened at once on ONE gunicorn worker: the time
