@@ -11,12 +11,11 @@ confluent-kafka producing with the broker's settings, waiting for every batch,
 and consuming (``ceilings``). Broker figures come from the other benchmarks'
 measuring functions: publishing at batch 1, 10, 100 and 1000 (``wrk``, 16
 connections), p99 at half the saturated rate of single-event requests (and how
-busy the machine was meanwhile), one
-low-level stream from ``begin``, a subscription stream committing every batch
-for each ``--max-uncommitted`` window (``--pairs`` runs, each next to a run of
-the low-level stream with the same batch_limit: the median pair's share),
-publish-to-stream latency at a fixed rate, and idle streams on one worker
-(``--idle-streams``).
+busy the machine was meanwhile), one low-level stream from ``begin``, a
+subscription stream committing every batch for each ``--max-uncommitted``
+window (``--pairs`` runs, each next to a run of the low-level stream with the
+same batch_limit: the median pair's share), publish-to-stream latency at a
+fixed rate, and idle streams on one worker (``--idle-streams``).
 
 Each round measures everything once, ceilings right before the figures they
 bound; the summary shows every round, so the spread is visible. Machines here

@@ -136,9 +136,8 @@ def end_to_end_latency(port: int, name: str, rate: float, seconds: float) -> lis
         # Closing the stream from the main thread ends the read with an error: expected.
         with contextlib.suppress(requests.RequestException, AttributeError):
             # A chunked body's chunks come out whole as they arrive (urllib3's
-            # read_chunked), so a large chunk_size waits for nothing. Reading a byte a
-            # call, as this did until 2026-11-28, cost the client 2-4 ms a line, counted
-            # as the broker's latency.
+            # read_chunked), so a large chunk_size waits for nothing; reading a byte a
+            # call cost the client 2-4 ms a line, counted as the broker's latency.
             for line in stream.iter_lines(chunk_size=READ_SIZE):
                 arrived = time.perf_counter()
                 for event in json.loads(line).get("events", []):
