@@ -14,9 +14,9 @@ import time
 from collections.abc import Iterable
 from typing import cast
 
-from flask import Flask, Response, current_app
+from flask import Flask, Response
 
-from app.current import current_request
+from app.current import current_flask, current_request
 from app.streaming.connection import written_within
 
 
@@ -41,7 +41,7 @@ def _bounded(response: Response) -> Response:
     if length == 0:
         return response
     body = cast(Iterable[bytes], response.response)  # a body set as data is bytes
-    deadline = time.monotonic() + current_app.config["RESPONSE_SEND_TIMEOUT_S"]
+    deadline = time.monotonic() + current_flask().config["RESPONSE_SEND_TIMEOUT_S"]
     response.response = written_within(body, connection, lambda: deadline - time.monotonic(),
                                        "a response")
     return response
