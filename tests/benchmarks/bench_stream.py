@@ -105,10 +105,10 @@ def publish_paced(port: int, name: str, rate: float, seconds: float,
     time goes into ``sent_at`` by its eid.
 
     Each event has an order number of its own, so that they spread over the
-    partitions as a business key's events do. With one key all went to one
+    partitions as a business key's events do. With one key they all went to one
     partition, where Tansu's fetches slow down as it fills (one partition at 200
-    events/s: p50 9 ms in the first 10 s, 35 ms after a minute), which Apache Kafka's
-    offset index does not."""
+    events/s: p50 9 ms in the first 10 s, 35 ms after a minute), a slowdown that
+    Apache Kafka's offset index avoids."""
     conn = http.client.HTTPConnection("127.0.0.1", port)
     due = time.perf_counter()
     end = due + seconds
