@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from functools import partial
-from typing import Any
+from functools import cached_property, partial
+from typing import TYPE_CHECKING, Any
 
 import gevent.lock
 import psycopg2
@@ -24,6 +24,9 @@ import psycopg2.extras
 
 from app.dependencies import is_database_outage
 from app.green_wait import first_ready
+
+if TYPE_CHECKING:
+    from app.repository.notifications import Notifications
 
 DEFAULT_TIMEOUT_S = 5.0
 """Connect timeout, and statement timeout of pooled connections (NAKADI_DATABASE_TIMEOUT_S)."""
@@ -97,6 +100,14 @@ class ConnectionPool:
         self.timeout_s = timeout_s
         self._idle: list[psycopg2.extensions.connection] = []
         self._slots = gevent.lock.BoundedSemaphore(max_size)
+
+    @cached_property
+    def notifications(self) -> Notifications:
+        """The one LISTEN connection of this process to the database, for every channel
+        (outside the pool and its ``max_size``)."""
+        from app.repository.notifications import Notifications  # it connects through here
+
+        return Notifications(self.dsn, self.timeout_s)
 
     @contextmanager
     def connection(self) -> Iterator[psycopg2.extensions.connection]:

@@ -14,7 +14,6 @@ from collections.abc import Callable
 from typing import Generic, TypeVar
 
 from app.repository.database import ConnectionPool
-from app.repository.notifications import Listener
 from app.shared_calls import SharedCalls
 
 V = TypeVar("V")
@@ -29,8 +28,7 @@ class NotifiedCache(Generic[V]):
         self._loads: SharedCalls[str, V | None] = SharedCalls()
         # Bumped by every invalidation: a load that raced with one is not kept.
         self._generation = 0
-        self._listener = Listener(pool.dsn, channel, self._forget, self._forget_all,
-                                  pool.timeout_s)
+        self._listener = pool.notifications.listener(channel, self._forget, self._forget_all)
 
     def get(self, key: str) -> V | None:
         """The entry, or None when the database has none."""

@@ -21,7 +21,6 @@ import psycopg2
 
 from app.domain.security import SecuritySettings
 from app.repository.database import ConnectionPool
-from app.repository.notifications import Listener
 from app.repository.security_settings import CHANGES_CHANNEL, load_settings
 
 MAX_AGE_S = 10.0
@@ -44,7 +43,8 @@ class SecuritySettingsCache:
         self._failing = False  # the last read failed: read again behind the requests
         self._retry_at = 0.0
         self._generation = 0
-        self._listener = Listener(pool.dsn, CHANGES_CHANNEL, self.invalidate, self.invalidate)
+        self._listener = pool.notifications.listener(CHANGES_CHANNEL, self.invalidate,
+                                                     self.invalidate)
 
     def current(self) -> SecuritySettings:
         now = self._clock()

@@ -24,7 +24,6 @@ import psycopg2
 
 from app.dependencies import first_line, is_database_outage
 from app.repository.database import ConnectionPool, Params
-from app.repository.notifications import Listener
 from app.shared_calls import SharedCalls
 from app.storage.engine import (
     BEFORE_FIRST,
@@ -175,11 +174,11 @@ def log_error(error: psycopg2.Error) -> StorageError:
 class TopicWatch:
     """Wakes greenlets waiting for appends to a topic, and counts the appends heard of."""
 
-    def __init__(self, dsn: str, timeout_s: float) -> None:
+    def __init__(self, pool: ConnectionPool) -> None:
         self._waiters: dict[int, set[gevent.event.Event]] = defaultdict(set)
         self._heard: dict[int, int] = defaultdict(int)  # topic id -> notifications heard
         self._gaps = 0  # times notifications may have been missed
-        self._listener = Listener(dsn, CHANNEL, self._wake, self._wake_all, timeout_s)
+        self._listener = pool.notifications.listener(CHANNEL, self._wake, self._wake_all)
 
     def listening(self) -> bool:
         """Whether appends are heard of (else a waiter may never be set)."""
@@ -235,7 +234,7 @@ class PostgresEngine(StorageEngine):
     def __init__(self, pool: ConnectionPool) -> None:
         self._pool = pool
         self._topic_ids: dict[str, int] = {}
-        self._watch = TopicWatch(pool.dsn, pool.timeout_s)
+        self._watch = TopicWatch(pool)
         # topic id -> the newest offset of each partition, and what had been heard of
         # the topic's appends when it was read
         self._newest: dict[int, tuple[tuple[int, int], dict[int, int]]] = {}
