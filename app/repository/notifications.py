@@ -45,6 +45,7 @@ class Listener:
         self.channel = channel
         self.on_payloads = on_payloads
         self.on_gap = on_gap
+        self.added = False  # whether its channel's listeners include it
         self._notifications = notifications
 
     def ensure_listening(self) -> bool:
@@ -82,9 +83,11 @@ class Notifications:
         return Listener(self, channel, on_payloads, on_gap)
 
     def ensure_listening(self, listener: Listener) -> bool:
-        listeners = self._listeners.setdefault(listener.channel, [])
-        if listener not in listeners:
-            listeners.append(listener)
+        if listener.added and self.is_listening(listener.channel):
+            return True  # the usual call, once per request on some paths
+        if not listener.added:
+            self._listeners.setdefault(listener.channel, []).append(listener)
+            listener.added = True
         if self._greenlet is None or self._greenlet.dead:
             self._listened = set()
             self._settled.clear()
@@ -106,9 +109,9 @@ class Notifications:
 
     def remove(self, listener: Listener) -> None:
         """Forget ``listener``; the connection closes with the last one."""
-        listeners = self._listeners.get(listener.channel, [])
-        if listener in listeners:
-            listeners.remove(listener)
+        if listener.added:
+            self._listeners[listener.channel].remove(listener)
+            listener.added = False
         if not any(self._listeners.values()) and self._greenlet is not None:
             self._greenlet.kill()
             self._greenlet = None
