@@ -89,7 +89,6 @@ class Notifications:
             self._listeners.setdefault(listener.channel, []).append(listener)
             listener.added = True
         if self._greenlet is None or self._greenlet.dead:
-            self._listened = set()
             self._settled.clear()
             self._greenlet = gevent.spawn(self._run)
         self._settled.wait(self._timeout_s)
@@ -113,9 +112,8 @@ class Notifications:
             self._listeners[listener.channel].remove(listener)
             listener.added = False
         if not any(self._listeners.values()) and self._greenlet is not None:
-            self._greenlet.kill()
+            self._greenlet.kill()  # its connection closes, and what it listened to is cleared
             self._greenlet = None
-            self._listened = set()
 
     def _run(self) -> None:
         while True:
@@ -139,9 +137,7 @@ class Notifications:
             except psycopg2.Error as error:
                 self._settled.set()
                 log.warning("listening to PostgreSQL lost its connection: %s", error)
-                for listeners in list(self._listeners.values()):
-                    for listener in list(listeners):
-                        listener.on_gap()
+                self._gap(list(self._listeners))
                 gevent.sleep(RECONNECT_DELAY_S)
 
     def _listen(self, connection: psycopg2.extensions.connection,
@@ -155,7 +151,11 @@ class Notifications:
             cursor.execute("; ".join(f"LISTEN {channel}" for channel in added))
         self._listened.update(added)
         self._deliver(connection)  # what arrived with the answer
-        for channel in added:
+        self._gap(added)
+
+    def _gap(self, channels: Iterable[str]) -> None:
+        """Tell the listeners of ``channels`` that notifications may have gone unheard."""
+        for channel in channels:
             for listener in list(self._listeners.get(channel, ())):
                 listener.on_gap()
 

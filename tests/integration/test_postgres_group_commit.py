@@ -67,12 +67,11 @@ def test_payloads_of_appends_sharing_a_statement_come_back_byte_for_byte(postgre
         awkward[::-1]
 
 
-
 def test_while_appends_share_transactions_the_writer_waits_for_more(pool, topics):
     """A transaction's own costs are most of what PostgreSQL spends on a small append:
     after a transaction that carried several appends, the writer lingers before taking
     the queue; after one that carried a single append, the next goes at once."""
-    (topic_id,), = pool.fetch_all("SELECT id FROM log_topics WHERE name = %s", (topics[0],))
+    topic_id = pool.fetch_all("SELECT id FROM log_topics WHERE name = %s", (topics[0],))[0][0]
     appender = GroupAppender(pool, linger_s=0.5)
     sizes: list[int] = []
     write = appender._write
