@@ -127,8 +127,10 @@ def post_worker_init(worker: Worker) -> None:
 
 
 def worker_exit(server: Arbiter, worker: Worker) -> None:
+    from app.monitoring.recording import write_counts
     from app.services import services_of
 
+    write_counts()
     services = services_of(getattr(worker, "wsgi", None))
     if services is not None:
         services.close()

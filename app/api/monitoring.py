@@ -10,6 +10,7 @@ from flask import Blueprint, Response
 from prometheus_client import CONTENT_TYPE_PLAIN_0_0_4
 
 from app.monitoring.exposition import collect, dropwizard, off_the_hub, prometheus_text
+from app.monitoring.recording import write_counts
 from app.monitoring.ticker import refresh_process_figures
 
 blueprint = Blueprint("monitoring", __name__)
@@ -18,6 +19,7 @@ blueprint = Blueprint("monitoring", __name__)
 @blueprint.get("/metrics")
 def metrics() -> Response:
     refresh_process_figures()  # the answering worker's own figures are current
+    write_counts()
     return Response(off_the_hub(lambda: orjson.dumps(dropwizard(collect()))),
                     content_type="application/json")
 
@@ -25,5 +27,6 @@ def metrics() -> Response:
 @blueprint.get("/metrics/prometheus")
 def prometheus() -> Response:
     refresh_process_figures()
+    write_counts()
     return Response(off_the_hub(lambda: prometheus_text(collect())),
                     content_type=CONTENT_TYPE_PLAIN_0_0_4)

@@ -49,7 +49,17 @@ def prometheus(base_url: str) -> dict[tuple[str, tuple], float]:
 
 
 def every_answer(base_url: str, check) -> None:
-    """``check(document)`` holds for several answers in a row (both workers answer)."""
+    """``check(document)`` holds once the workers wrote what they counted (they add it to
+    the metrics up to ``COUNT_INTERVAL_S`` later), then for several answers in a row (both
+    workers answer)."""
+    def holds() -> bool:
+        try:
+            check(dropwizard(base_url))
+        except (AssertionError, KeyError):
+            return False
+        return True
+
+    wait_until(holds, timeout=10, what="the counts written")
     for _ in range(SCRAPES):
         check(dropwizard(base_url))
 
@@ -223,6 +233,9 @@ def test_killed_workers_keep_their_counts_and_drop_their_gauges(server_env, tmp_
         for _ in range(6):
             assert requests.post(f"{url}/event-types/{name}/events",
                                  json=[business_event(n) for n in range(5)]).status_code == 200
+        published = f"nakadi.eventtypes.{hashed(name)}.publishing.events"
+        wait_until(lambda: dropwizard(url)["meters"].get(published, {}).get("count") == 30,
+                   timeout=30, what="the publishes counted")
         stream = requests.get(f"{url}/event-types/{name}/events", stream=True, timeout=15)
         consumers = f"nakadi.eventtypes.{hashed(name)}.consumers"
         wait_until(lambda: dropwizard(url)["counters"].get(consumers) == {"count": 1},
@@ -236,8 +249,7 @@ def test_killed_workers_keep_their_counts_and_drop_their_gauges(server_env, tmp_
         wait_until(lambda: dropwizard(url)["gauges"]["process.workers"]["value"] == 2,
                    timeout=60, what="the new workers counted, the dead ones not")
         document = dropwizard(url)
-        assert document["meters"][
-            f"nakadi.eventtypes.{hashed(name)}.publishing.events"]["count"] == 30
+        assert document["meters"][published]["count"] == 30
         assert document["counters"].get(consumers, {"count": 0}) == {"count": 0}
     except BaseException:
         print(log.read_text()[-5000:])  # what the server said, for the failure's report

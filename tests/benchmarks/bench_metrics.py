@@ -70,6 +70,7 @@ def fill(event_types: int) -> None:
         meter = recording.StreamMeter(kpis, CLIENT, event_type=f"bench.type-{n}")  # type: ignore[arg-type]
         meter.batch(f"bench.type-{n}", 10, 2300)
         meter.close()
+    recording.write_counts()
 
 
 def main() -> None:

@@ -14,6 +14,7 @@ from app.config import Settings
 from app.monitoring import figures, kpi, recording, ticker
 from app.monitoring.exposition import _quantile, dropwizard, prometheus_text
 from tests.helpers.clock import Clock
+from tests.helpers.waiting import wait_until
 
 
 def test_quantiles_interpolate_within_their_bucket():
@@ -88,3 +89,50 @@ def test_a_stream_adds_what_it_sent_to_its_counters_each_second_and_at_its_end()
     meter.close()
     assert (events._value.get(), sent._value.get()) == (7, 720)
     assert figures.OPEN_STREAMS.labels(name)._value.get() == 0
+
+
+def test_a_publish_request_counts_in_memory_until_the_counts_are_written():
+    name = f"unit.publish-{time.monotonic_ns()}"
+    services = types.SimpleNamespace(settings=Settings())
+    publisher = kpi.KpiPublisher(services)  # type: ignore[arg-type]
+    for status, stored, body_bytes in ((200, 3, 700), (422, 0, 90)):
+        with recording.publishing(name, publisher, None) as report:
+            report.status, report.stored, report.body_bytes = status, stored, body_bytes
+    events = figures.PUBLISHED_EVENTS.labels(name)
+    answered = figures.PUBLISHING_SECONDS.labels(name)
+    assert events._value.get() == 0  # a scrape of this process writes them first
+    recording.write_counts()
+    assert events._value.get() == 3
+    assert figures.PUBLISHED_BYTES.labels(name)._value.get() == 700
+    assert figures.PUBLISHING_RESPONSES.labels(name, "200")._value.get() == 1
+    assert figures.PUBLISHING_RESPONSES.labels(name, "422")._value.get() == 1
+    assert sum(bucket.get() for bucket in answered._buckets) == 2
+    assert figures.EVENTS_PER_BATCH.labels(name)._sum.get() == 3
+    recording.write_counts()  # nothing new: nothing counted twice
+    assert events._value.get() == 3
+
+
+def test_tallied_observations_fill_the_buckets_histogram_observe_would():
+    name = f"unit.tally-{time.monotonic_ns()}"
+    tally = recording.Tally()
+    values = [0.0, 0.001, 0.0010001, 0.0025, 0.3, 10.0, 99.0, 0.001]  # bounds, and past the last
+    for value in values:
+        tally.observe(figures.PUBLISHING_SECONDS, (name,), value)
+        figures.PUBLISHING_SECONDS.labels(name + "-direct").observe(value)
+    tally.write()
+    tallied = figures.PUBLISHING_SECONDS.labels(name)
+    direct = figures.PUBLISHING_SECONDS.labels(name + "-direct")
+    assert [b.get() for b in tallied._buckets] == [b.get() for b in direct._buckets]
+    assert tallied._sum.get() == pytest.approx(direct._sum.get())
+
+
+def test_counts_go_to_the_metrics_on_their_own_within_the_interval():
+    name = f"unit.due-{time.monotonic_ns()}"
+    tally = recording.Tally(interval_s=0.05)
+    tally.count(figures.COMMITTED_CURSORS, (name,), 2)
+    tally.count(figures.COMMITTED_CURSORS, (name,), 3)
+    committed = figures.COMMITTED_CURSORS.labels(name)
+    assert committed._value.get() == 0
+    wait_until(lambda: committed._value.get() == 5, timeout=2, what="the counts written")
+    tally.count(figures.COMMITTED_CURSORS, (name,))  # a later count starts a new interval
+    wait_until(lambda: committed._value.get() == 6, timeout=2, what="the next count written")
