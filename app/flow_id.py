@@ -32,7 +32,7 @@ def install_flow_id(app: Flask, access_log: logging.Logger) -> None:
         flow_id = context.get("flow_id")
         if flow_id:
             response.headers[HEADER] = flow_id
-        if "started" in context:
+        if "started" in context and access_log.isEnabledFor(logging.INFO):
             asked = current_request()
             access_log.info(
                 "%s %s %s", asked.method, asked.path, response.status_code,

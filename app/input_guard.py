@@ -38,6 +38,8 @@ def install_input_guard(app: Flask) -> None:
         asked = current_request()
         if "\x00" in asked.path:
             raise Problem(400, "the path holds a NUL character (%00)")
+        if not asked.query_string:
+            return  # nothing to parse: a publish or a commit has no query
         for name, value in asked.args.items(multi=True):
             if "\x00" in name or "\x00" in value:
                 raise Problem(400, f"the query parameter {name!r} holds a NUL character (%00)")

@@ -28,8 +28,8 @@ def install_send_timeout(app: Flask) -> None:
 
 def _bounded(response: Response) -> Response:
     connection = current_request().environ.get("gunicorn.socket")
-    if connection is None or response.is_streamed:
-        return response
+    if connection is None or response.is_streamed or not response.response:
+        return response  # nothing to bound: a stream keeps its own deadlines; no body
     length = response.content_length
     if length is None:
         # werkzeug measures a body that has no length yet (``Response(status=200)``)
