@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from app.domain.event_type import EventType
@@ -20,7 +19,7 @@ from app.domain.timeline import Timeline
 from app.publishing.batch import MAX_EVENT_BYTES, EventTooDeep, dumps
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partitioner
-from app.registry.timestamps import rfc3339
+from app.registry.timestamps import rfc3339_now
 from app.registry.validator_cache import VALIDATORS
 from app.storage.engine import Keys, StorageError, StorageUnavailable
 
@@ -106,7 +105,7 @@ def publish(event_type: EventType, timeline: Timeline, append: Append, events: l
 
     has_metadata = event_type.has_metadata
     if has_metadata:
-        received_at = rfc3339(datetime.now(UTC))
+        received_at = rfc3339_now()
         name, version = event_type.name, event_type.schema.version
 
         def enrich_item(index: int, item: Item) -> str | None:

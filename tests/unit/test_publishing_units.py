@@ -16,6 +16,7 @@ from app.publishing.batch import (
 )
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, hash_partition, partitioner
+from app.registry import timestamps
 
 
 def test_small_batches_parse_without_sizes():
@@ -154,3 +155,11 @@ def test_enrichment_sets_fields_and_refuses_overrides():
         enrich({"metadata": {"received_at": "x"}}, "t", "1.0.0", "f", "now")
     with pytest.raises(EnrichmentFailed, match="event_type"):
         enrich({"metadata": {"event_type": "other"}}, "t", "1.0.0", "f", "now")
+
+
+def test_received_at_is_the_current_millisecond_across_second_boundaries():
+    moments = iter([1_764_331_215_998_999_999, 1_764_331_215_999_500_000,
+                    1_764_331_216_000_000_001, 1_764_331_216_001_000_000])
+    assert [timestamps.rfc3339_now(lambda: next(moments)) for _ in range(4)] == [
+        "2025-11-28T12:00:15.998Z", "2025-11-28T12:00:15.999Z",
+        "2025-11-28T12:00:16.000Z", "2025-11-28T12:00:16.001Z"]
