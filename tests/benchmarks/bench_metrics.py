@@ -22,7 +22,8 @@ import tempfile
 import time
 
 # Set before prometheus_client is imported; the --fill processes inherit the folder.
-os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR", tempfile.mkdtemp(prefix="nakadi-bench-metrics-"))
+if "PROMETHEUS_MULTIPROC_DIR" not in os.environ:  # not setdefault: each --fill made a folder
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="nakadi-bench-metrics-")
 
 from app.monitoring import recording
 from app.monitoring.exposition import collect, dropwizard, prometheus_text
