@@ -6,13 +6,16 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
+_UP_TO_SECONDS = "%Y-%m-%dT%H:%M:%S."  # then the milliseconds and Z
+
+
 
 def rfc3339(moment: datetime) -> str:
     """`2016-03-15T22:47:15.123Z` for any aware datetime; naive datetimes are taken as UTC."""
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
     utc = moment.astimezone(UTC)
-    return utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{utc.microsecond // 1000:03d}Z"
+    return utc.strftime(_UP_TO_SECONDS) + f"{utc.microsecond // 1000:03d}Z"
 
 
 _formatted: tuple[int, str] = (-1, "")  # a second since the epoch, and how it is written
@@ -25,6 +28,6 @@ def rfc3339_now(clock_ns: Callable[[], int] = time.time_ns) -> str:
     second, millis = divmod(clock_ns() // 1_000_000, 1000)
     formatted_second, prefix = _formatted
     if second != formatted_second:
-        prefix = time.strftime("%Y-%m-%dT%H:%M:%S.", time.gmtime(second))
+        prefix = time.strftime(_UP_TO_SECONDS, time.gmtime(second))
         _formatted = (second, prefix)
     return f"{prefix}{millis:03d}Z"

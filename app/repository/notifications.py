@@ -109,9 +109,12 @@ class Notifications:
     def remove(self, listener: Listener) -> None:
         """Forget ``listener``; the connection closes with the last one."""
         if listener.added:
-            self._listeners[listener.channel].remove(listener)
+            channel_listeners = self._listeners[listener.channel]
+            channel_listeners.remove(listener)
+            if not channel_listeners:  # a new connection need not LISTEN to it
+                del self._listeners[listener.channel]
             listener.added = False
-        if not any(self._listeners.values()) and self._greenlet is not None:
+        if not self._listeners and self._greenlet is not None:
             self._greenlet.kill()  # its connection closes, and what it listened to is cleared
             self._greenlet = None
 
