@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import gevent
 
+from app.coordination.zookeeper import RECV_SIZE
+
 
 def test_a_thousand_concurrent_requests_all_get_their_answer(zookeeper):
     # A thousand subscription streams starting at once on one worker send about this
@@ -25,3 +27,14 @@ def test_many_concurrent_ensure_paths_all_succeed(zookeeper):
     assert [repr(call.exception) for call in calls if not call.successful()] == []
     assert zookeeper.exists("/concurrency-599/a/b") is not None
     assert zookeeper.get("/concurrency")[1].version == 0  # the connection still answers
+
+
+def test_a_node_larger_than_one_read_comes_back_whole(zookeeper):
+    # The client takes at most RECV_SIZE bytes from the kernel at a time; the topology
+    # of a subscription over thousands of partitions is larger.
+    value = bytes(range(256)) * 1024
+    assert len(value) > RECV_SIZE
+    zookeeper.create("/large-node", value)
+    assert zookeeper.get("/large-node")[0] == value
+    zookeeper.create("/after-large-node", b"small")
+    assert zookeeper.get("/after-large-node")[0] == b"small"  # the next answer is whole too

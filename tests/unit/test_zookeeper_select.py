@@ -1,13 +1,15 @@
 """The ZooKeeper client's select: answered at once for sockets that are ready,
-waiting cooperatively (as kazoo's own gevent select does) for those that are not."""
+waiting cooperatively (as kazoo's own gevent select does) for those that are not;
+and its connection's socket, which reads ahead what the kernel holds."""
 
 from __future__ import annotations
 
 import gevent
 import pytest
 from gevent import socket
+from kazoo.exceptions import ConnectionDropped
 
-from app.coordination.zookeeper import AskFirstGeventHandler, ready_now
+from app.coordination.zookeeper import AskFirstGeventHandler, ReadAheadSocket, ready_now
 
 
 @pytest.fixture
@@ -106,3 +108,86 @@ def test_a_select_leaves_no_watcher_running_whether_it_timed_out_or_not(pair):
     gevent.spawn_later(0.01, right.sendall, b"x")
     assert AskFirstGeventHandler().select([left], [], [], 5) == ([left], [], [])
     assert loop.activecnt == before
+
+
+@pytest.fixture
+def read_ahead(pair):
+    """The connection's socket as kazoo uses it (non-blocking), and its peer."""
+    left, right = pair
+    left.setblocking(False)
+    return ReadAheadSocket(left, timeout=0.1), right
+
+
+def fill(sock):
+    sock.setblocking(False)
+    with pytest.raises(BlockingIOError):
+        while True:
+            sock.send(b"x" * 65536)
+
+
+def test_messages_that_arrived_together_are_taken_at_once_and_handed_out_as_asked(read_ahead):
+    # kazoo reads each message as its 4-byte length, then the rest.
+    connection, peer = read_ahead
+    assert connection.pending() == 0
+    peer.sendall(b"\0\0\0\3abc" + b"\0\0\0\1z")
+    assert connection.pending() == 12
+    assert [connection.recv(4), connection.recv(3), connection.recv(4), connection.recv(1)] \
+        == [b"\0\0\0\3", b"abc", b"\0\0\0\1", b"z"]
+    assert connection.pending() == 0
+
+
+def test_a_socket_holding_bytes_is_readable_though_the_kernel_has_none_left(read_ahead):
+    connection, peer = read_ahead
+    peer.sendall(b"abcd")
+    assert connection.pending() == 4
+    assert ready_now([connection], []) == ([], [])
+    assert AskFirstGeventHandler().select([connection], [], [], 0.01) == ([connection], [], [])
+    assert connection.recv(4) == b"abcd"
+    assert AskFirstGeventHandler().select([connection], [], [], 0.01) == ([], [], [])
+
+
+def test_a_socket_holding_nothing_is_waited_for_until_bytes_arrive(read_ahead):
+    connection, peer = read_ahead
+    gevent.spawn_later(0.02, peer.sendall, b"x")
+    assert AskFirstGeventHandler().select([connection], [], [], 5) == ([connection], [], [])
+    assert connection.recv(4) == b"x"
+
+
+def test_a_request_waiting_beside_held_bytes_is_seen_too(read_ahead):
+    # kazoo's loop selects on its socket and its request pipe, and serves both.
+    connection, peer = read_ahead
+    pipe_left, pipe_right = socket.socketpair()
+    try:
+        peer.sendall(b"ab")
+        connection.pending()
+        pipe_right.sendall(b"\0")
+        assert AskFirstGeventHandler().select([connection, pipe_left], [], [], 5) == (
+            [connection, pipe_left], [], [])
+    finally:
+        pipe_left.close()
+        pipe_right.close()
+
+
+def test_an_ended_connection_reads_as_empty(read_ahead):
+    # kazoo takes an empty read for a dropped connection, and connects again.
+    connection, peer = read_ahead
+    peer.sendall(b"ab")
+    peer.close()
+    assert connection.recv(4) == b"ab"
+    assert connection.pending() == 0
+    assert connection.recv(4) == b""
+
+
+def test_a_send_that_finds_the_buffer_full_waits_for_room(read_ahead, pair):
+    connection, peer = read_ahead
+    fill(pair[0])
+    drained = gevent.spawn_later(0.02, lambda: [peer.recv(1 << 20) for _ in range(64)])
+    assert connection.send(b"request") == 7
+    drained.kill()
+
+
+def test_a_send_that_finds_no_room_for_its_timeout_drops_the_connection(read_ahead, pair):
+    connection, _ = read_ahead
+    fill(pair[0])
+    with pytest.raises(ConnectionDropped):
+        connection.send(b"request")
