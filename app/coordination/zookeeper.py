@@ -122,7 +122,7 @@ class AskFirstGeventHandler(SequentialGeventHandler):
     def select(self, rlist: list[Any], wlist: list[Any], xlist: list[Any],
                timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
         if not xlist:
-            readable, writable = _ready_now(rlist, wlist)
+            readable, writable = _ready_or_held(rlist, wlist)
             if readable or writable or timeout == 0:
                 self._answered_at_once += 1
                 if self._answered_at_once % self.YIELD_EVERY == 0:
@@ -189,7 +189,7 @@ class ReadAheadSocket:
         return getattr(self._socket, name)
 
 
-def _ready_now(rlist: list[Any], wlist: list[Any]) -> tuple[list[Any], list[Any]]:
+def _ready_or_held(rlist: list[Any], wlist: list[Any]) -> tuple[list[Any], list[Any]]:
     """``ready_now``, where a ``ReadAheadSocket`` is readable while it holds bytes and
     writable always."""
     held = [obj for obj in rlist if type(obj) is ReadAheadSocket and obj.held()]

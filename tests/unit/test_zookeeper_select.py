@@ -179,8 +179,11 @@ def test_an_ended_connection_reads_as_empty(read_ahead):
 
 
 def test_a_send_that_finds_the_buffer_full_waits_for_room(read_ahead, pair):
+    # kazoo selects before each send; the socket is reported writable at once, and
+    # the send itself waits in the rare case that it must.
     connection, peer = read_ahead
     fill(pair[0])
+    assert AskFirstGeventHandler().select([], [connection], [], 0.01) == ([], [connection], [])
     drained = gevent.spawn_later(0.02, lambda: [peer.recv(1 << 20) for _ in range(64)])
     assert connection.send(b"request") == 7
     drained.kill()
