@@ -94,8 +94,7 @@ class Tally:
     def count(self, metric: Counter, labels: Labels, amount: float = 1) -> None:
         key = (metric, labels)
         self._counts[key] = self._counts.get(key, 0) + amount
-        if self._due is None:
-            self._write_later()
+        self._write_later()
 
     def observe(self, metric: Histogram, labels: Labels, value: float) -> None:
         key = (metric, labels)
@@ -105,8 +104,7 @@ class Tally:
         sums[0] += value
         # The first bucket whose bound holds the value, as Histogram.observe picks it.
         sums[1 + bisect_left(metric._upper_bounds, value)] += 1
-        if self._due is None:
-            self._write_later()
+        self._write_later()
 
     def write(self) -> None:
         """Add everything counted so far to the metrics."""
@@ -125,6 +123,10 @@ class Tally:
             log.exception("writing the counts of the request paths failed")
 
     def _write_later(self) -> None:
+        """Write ``interval_s`` from now, unless a write is due already."""
+        if self._due is not None:
+            return
+
         def write_due() -> None:
             self._due = None
             self.write()

@@ -9,7 +9,6 @@ from datetime import UTC, datetime
 _UP_TO_SECONDS = "%Y-%m-%dT%H:%M:%S."  # then the milliseconds and Z
 
 
-
 def rfc3339(moment: datetime) -> str:
     """`2016-03-15T22:47:15.123Z` for any aware datetime; naive datetimes are taken as UTC."""
     if moment.tzinfo is None:
