@@ -1,8 +1,10 @@
-"""Waiting cooperatively for sockets, for less than gevent's own helpers cost.
+"""Waiting cooperatively for sockets, for less than gevent's own helpers cost, and
+for the worker to have nothing else to run.
 
-Used by the ZooKeeper client's handler (``app.coordination.zookeeper``) and by
-the PostgreSQL wait callback (``app.repository.database``), which wait for a
-socket many times per request.
+Sockets: used by the ZooKeeper client's handler (``app.coordination.zookeeper``)
+and by the PostgreSQL wait callback (``app.repository.database``), which wait
+for a socket many times per request. Idleness: by the postgres engine's group
+commit (``app.storage.postgres_appender``).
 """
 
 from __future__ import annotations
@@ -49,6 +51,23 @@ def first_ready(rlist: list[Any], wlist: list[Any], timeout: float | None
         return [], []
     obj, readable = fired
     return ([obj], []) if readable else ([], [obj])
+
+
+def until_idle(timeout: float) -> None:
+    """Waits until no other greenlet is ready to run and no socket or timer of the
+    worker is due (a libev idle watcher), or ``timeout`` seconds at most while the
+    worker stays busy."""
+    hub = gevent.get_hub()
+    waiter: gevent.hub.Waiter[None] = gevent.hub.Waiter(hub)
+    idle = hub.loop.idle()
+    timer = hub.loop.timer(timeout)
+    try:
+        idle.start(waiter.switch, None)
+        timer.start(waiter.switch, None, update=True)
+        waiter.get()
+    finally:
+        idle.close()
+        timer.close()
 
 
 def fd_of(obj: Any) -> int:

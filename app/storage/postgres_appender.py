@@ -17,14 +17,23 @@ Saturated rates at batch 1, 10, 100 and 1,000 moved within their spread
 (``bench_publish --engines postgres``, alternated runs).
 
 While appends come faster than transactions finish (the last transaction
-carried more than one), the writer waits ``GROUPED_LINGER_S`` before taking the
-queue, so that each transaction carries more of them. A transaction's own
-costs (its NOTIFY, which wakes every listening backend, and the commit) were
-most of what PostgreSQL spent per single-event publish: saturated with single
-events, PostgreSQL's CPU per request fell from 280-370 to 79-107 us and the
-workers' from 1.45-1.54 to 1.33-1.40 ms (three alternated pairs; 2026-11-28,
-midday, in the benchmarks' history). An append that finds the writer idle after
-a transaction of one goes at once, so a trickle of events waits for nothing.
+carried more than one), the writer lingers before taking the queue, so that
+each transaction carries more of them: until every greenlet of the worker that
+can run has run (requests already received have parsed their events and
+queued them), and at most ``GROUPED_LINGER_S`` while the worker stays busy. A
+transaction's own costs (its NOTIFY, which wakes every listening backend, and
+the commit) were most of what PostgreSQL spent per single-event publish:
+saturated with single events on a slow machine, lingering 1 ms took
+PostgreSQL's CPU per request from 280-370 to 79-107 us and the workers' from
+1.45-1.54 to 1.33-1.40 ms (2026-11-28, midday, in the benchmarks' history).
+A fixed 1 ms left a fast machine a third idle, though: its workers had queued
+every request they held well before, and waited. Lingering only while the
+worker has something to run served 25-51% more requests there than the fixed
+1 ms (eight alternated pairs at batch 1 and 10); with one or two busy-looping
+processes beside the broker, from 20% fewer to 47% more, 11% more in all
+(eight pairs; 2026-11-28, evening).
+An append that finds the writer idle after a transaction of one goes at once,
+so a trickle of events waits for nothing.
 
 When a shared transaction fails, each of its appends is written again on its
 own, so one bad append (a deleted topic, say) fails only its own caller.
@@ -41,12 +50,14 @@ import gevent.event
 import psycopg2
 from psycopg2.extensions import ISQLQuote
 
+from app.green_wait import until_idle
 from app.repository.database import ConnectionPool
 from app.storage.engine import line_ends
 
 CHANNEL = "nakadi_log"
 MAX_APPENDS_PER_TRANSACTION = 500
 GROUPED_LINGER_S = 0.001
+"""The longest the writer lingers for more appends while its worker stays busy."""
 # A chunk holds at most CHUNK_EVENTS events (log_chunks checks it: readers rely on it to
 # bound their index ranges), and grows past CHUNK_BYTES only by its first event.
 CHUNK_EVENTS = 1000
@@ -177,7 +188,7 @@ class GroupAppender:
                 self._queued.clear()
                 continue
             if grouped:
-                gevent.sleep(self._linger_s)
+                until_idle(self._linger_s)
             taken = self._queue[:MAX_APPENDS_PER_TRANSACTION]
             grouped = len(taken) > 1
             del self._queue[:MAX_APPENDS_PER_TRANSACTION]

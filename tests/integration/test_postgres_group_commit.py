@@ -67,25 +67,64 @@ def test_payloads_of_appends_sharing_a_statement_come_back_byte_for_byte(postgre
         awkward[::-1]
 
 
-def test_while_appends_share_transactions_the_writer_waits_for_more(pool, topics):
-    """A transaction's own costs are most of what PostgreSQL spends on a small append:
-    after a transaction that carried several appends, the writer lingers before taking
-    the queue; after one that carried a single append, the next goes at once."""
-    topic_id = pool.fetch_all("SELECT id FROM log_topics WHERE name = %s", (topics[0],))[0][0]
-    appender = GroupAppender(pool, linger_s=0.5)
+def _recording(appender: GroupAppender) -> list[int]:
+    """The number of appends in each transaction ``appender`` writes from now on."""
     sizes: list[int] = []
     write = appender._write
     appender._write = lambda taken: sizes.append(len(taken)) or write(taken)  # type: ignore
+    return sizes
+
+
+def test_while_appends_share_transactions_the_writer_waits_for_the_worker(pool, topics):
+    """A transaction's own costs are most of what PostgreSQL spends on a small append:
+    after a transaction that carried several appends, the writer lets every greenlet
+    that can run go first, so that requests already received join the next
+    transaction; it does not wait for appends nobody is making yet. After a
+    transaction of a single append, the next goes at once."""
+    topic_id = pool.fetch_all("SELECT id FROM log_topics WHERE name = %s", (topics[0],))[0][0]
+    appender = GroupAppender(pool, linger_s=5.0)
+    sizes = _recording(appender)
+
+    def still_parsing() -> dict[int, int]:  # a request a few turns from its append
+        for _ in range(3):
+            gevent.sleep(0)
+        return appender.append(topic_id, {1: [b'{"n":3}']})
+
     try:
         started = time.monotonic()
         appender.append(topic_id, {0: [b'{"n":0}']})
-        assert time.monotonic() - started < 0.5, "a single append waited for company"
+        assert time.monotonic() - started < 2.5, "a single append waited for company"
         gevent.joinall([gevent.spawn(appender.append, topic_id, {0: [b'{"n":1}']})
                         for _ in range(2)])  # queued together: one transaction of two
+        started = time.monotonic()
         lingered = [gevent.spawn(appender.append, topic_id, {1: [b'{"n":2}']}),
-                    gevent.spawn_later(0.1, appender.append, topic_id, {1: [b'{"n":3}']})]
+                    gevent.spawn(still_parsing)]
         gevent.joinall(lingered, raise_error=True)
+        assert time.monotonic() - started < 2.5, "the writer lingered with nothing to run"
         assert sizes == [1, 2, 2]
         assert [offsets[1] for offsets in (g.value for g in lingered)] == [0, 1]
     finally:
+        appender.close()
+
+
+def test_a_busy_worker_keeps_the_writer_waiting_no_longer_than_the_linger(pool, topics):
+    topic_id = pool.fetch_all("SELECT id FROM log_topics WHERE name = %s", (topics[0],))[0][0]
+    appender = GroupAppender(pool, linger_s=0.3)
+    spinning = True
+
+    def busy() -> None:  # a greenlet always ready to run, as under a flood of requests
+        while spinning:
+            gevent.sleep(0)
+
+    try:
+        gevent.joinall([gevent.spawn(appender.append, topic_id, {0: [b'{"n":1}']})
+                        for _ in range(2)])  # a transaction of two: the next one lingers
+        spinner = gevent.spawn(busy)
+        started = time.monotonic()
+        appender.append(topic_id, {0: [b'{"n":2}']})
+        took = time.monotonic() - started
+        assert not spinner.dead
+        assert 0.25 <= took < 3.0, took
+    finally:
+        spinning = False
         appender.close()

@@ -1,4 +1,5 @@
-"""``first_ready``: the lean cooperative wait of the ZooKeeper and PostgreSQL clients."""
+"""``first_ready``: the lean cooperative wait of the ZooKeeper and PostgreSQL clients;
+``until_idle``: the group commit's wait for the requests a worker already holds."""
 
 from __future__ import annotations
 
@@ -6,8 +7,9 @@ import socket
 import time
 
 import gevent
+import gevent.socket
 
-from app.green_wait import first_ready
+from app.green_wait import first_ready, until_idle
 
 
 def test_a_timeout_counts_from_the_wait_not_from_the_loop_s_last_turn():
@@ -33,3 +35,47 @@ def test_the_socket_that_became_ready_is_the_answer():
     finally:
         quiet.close()
         other.close()
+
+
+def test_the_worker_runs_what_it_can_before_an_idle_wait_ends():
+    ran: list[str] = []
+
+    def a_few_turns() -> None:
+        for _ in range(5):
+            gevent.sleep(0)
+        ran.append("turns")
+
+    quiet, other = gevent.socket.socketpair()
+    try:
+        reader = gevent.spawn(lambda: ran.append(quiet.recv(10).decode()))
+        gevent.sleep(0)  # the reader waits on its socket
+        other.send(b"received")
+        gevent.spawn(a_few_turns)
+        later = gevent.spawn_later(1.0, ran.append, "later")
+        started = time.monotonic()
+        until_idle(5.0)
+        assert time.monotonic() - started < 0.5, "waited for a timer not yet due"
+        assert sorted(ran) == ["received", "turns"]
+        later.kill()
+        reader.join()
+    finally:
+        quiet.close()
+        other.close()
+
+
+def test_a_worker_that_stays_busy_ends_an_idle_wait_at_its_timeout():
+    spinning = True
+
+    def spin() -> None:
+        while spinning:
+            gevent.sleep(0)
+
+    spinner = gevent.spawn(spin)
+    try:
+        started = time.monotonic()
+        until_idle(0.2)
+        assert 0.15 <= time.monotonic() - started < 2.0
+        assert not spinner.dead
+    finally:
+        spinning = False
+        spinner.join()
