@@ -28,11 +28,12 @@ PostgreSQL's CPU per request from 280-370 to 79-107 us and the workers' from
 1.45-1.54 to 1.33-1.40 ms (2026-11-28, midday, in the benchmarks' history).
 A fixed 1 ms left a fast machine a third idle, though: its workers had queued
 every request they held well before, and waited. Lingering only while the
-worker has something to run served 25-51% more requests there than the fixed
-1 ms (eight alternated pairs at batch 1 and 10); with one to three
+worker has something to run served 25-51% more requests there than the
+fixed 1 ms (eight alternated pairs at batch 1 and 10); with one to three
 busy-looping processes beside the broker, from 20% fewer to 47% more, 17% more
-in all (sixteen pairs; 2026-11-28, evening). An append that finds the writer idle after
-a transaction of one goes at once, so a trickle of events waits for nothing.
+in all (sixteen pairs; 2026-11-28, evening). An append that finds the writer
+idle after a transaction of one goes at once, so a trickle of events waits for
+nothing.
 
 When a shared transaction fails, each of its appends is written again on its
 own, so one bad append (a deleted topic, say) fails only its own caller.

@@ -67,14 +67,6 @@ def test_payloads_of_appends_sharing_a_statement_come_back_byte_for_byte(postgre
         awkward[::-1]
 
 
-def _recording(appender: GroupAppender) -> list[int]:
-    """The number of appends in each transaction ``appender`` writes from now on."""
-    sizes: list[int] = []
-    write = appender._write
-    appender._write = lambda taken: sizes.append(len(taken)) or write(taken)  # type: ignore
-    return sizes
-
-
 def test_while_appends_share_transactions_the_writer_waits_for_the_worker(pool, topics):
     """A transaction's own costs are most of what PostgreSQL spends on a small append:
     after a transaction that carried several appends, the writer lets every greenlet
@@ -83,7 +75,9 @@ def test_while_appends_share_transactions_the_writer_waits_for_the_worker(pool, 
     transaction of a single append, the next goes at once."""
     topic_id = pool.fetch_all("SELECT id FROM log_topics WHERE name = %s", (topics[0],))[0][0]
     appender = GroupAppender(pool, linger_s=5.0)
-    sizes = _recording(appender)
+    sizes: list[int] = []
+    write = appender._write
+    appender._write = lambda taken: sizes.append(len(taken)) or write(taken)  # type: ignore
 
     def still_parsing() -> dict[int, int]:  # a request a few turns from its append
         for _ in range(3):
