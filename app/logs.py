@@ -10,6 +10,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 import gevent
+import orjson
 from flask import has_app_context
 from gunicorn import glogging
 
@@ -22,10 +23,21 @@ STANDARD_ATTRIBUTES = set(vars(logging.makeLogRecord({}))) | {"message", "asctim
 
 
 class JsonFormatter(logging.Formatter):
+    """Each record as one JSON object. Every request writes its access line through
+    here, so the line costs little: orjson writes it (the standard library's
+    ``json`` only for what orjson refuses, such as integers past 64 bits, and for
+    lines with non-ASCII text, which it escapes, so that every line stays ASCII
+    whatever stderr's encoding), and the time's seconds are formatted once a
+    second."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._second = -1
+        self._second_text = ""
+
     def format(self, record: logging.LogRecord) -> str:
         entry = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
-            + f".{int(record.msecs):03d}Z",
+            "time": self._time(record),
             "level": record.levelname,
             "logger": record.name,
             "message": record.getMessage(),
@@ -42,7 +54,18 @@ class JsonFormatter(logging.Formatter):
                 entry[key] = value
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
-        return json.dumps(entry, default=str)
+        try:
+            line = orjson.dumps(entry, default=str).decode()
+        except orjson.JSONEncodeError:
+            return json.dumps(entry, default=str)
+        return line if line.isascii() else json.dumps(entry, default=str)
+
+    def _time(self, record: logging.LogRecord) -> str:
+        second = int(record.created)
+        if second != self._second:  # formatters run under their handler's lock
+            self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
+            self._second = second
+        return f"{self._second_text}.{int(record.msecs):03d}Z"
 
 
 class StderrHandler(logging.StreamHandler):
@@ -64,6 +87,12 @@ def configure_logging(level: str) -> None:
     root = logging.getLogger()
     root.handlers[:] = [_json_lines_to_stderr()]
     root.setLevel(level.upper())
+    # The lines name no source line, thread or process: spare every record looking
+    # them up (the logging HOWTO's "Optimization"; ~2 us of a request's access line).
+    logging._srcfile = None
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     # kazoo logs every connection state change at INFO; keep its warnings.
     logging.getLogger("kazoo").setLevel(max(logging.WARNING, root.level))
 

@@ -32,3 +32,41 @@ def test_an_exception_no_greenlet_caught_is_a_json_line_with_its_traceback(
     line = json.loads(JsonFormatter().format(record))
     assert line["level"] == "ERROR" and "fail" in line["message"]
     assert "ValueError: the sweep broke" in line["exception"]
+
+
+def _record(message: str, created: float = 1_764_367_623.25, **extra: object
+            ) -> logging.LogRecord:
+    record = logging.makeLogRecord({"name": "nakadi.access", "levelno": logging.INFO,
+                                    "levelname": "INFO", "msg": message, **extra})
+    record.created, record.msecs = created, (created - int(created)) * 1000
+    return record
+
+
+def test_a_line_carries_the_time_in_utc_to_the_millisecond_and_each_extra_field():
+    formatter = JsonFormatter()
+    line = json.loads(formatter.format(_record("POST /x 200", duration_ms=1.5)))
+    assert line == {"time": "2025-11-28T22:07:03.250Z", "level": "INFO",
+                    "logger": "nakadi.access", "message": "POST /x 200", "duration_ms": 1.5}
+    # The seconds are kept between records: a record of the next second must not reuse them.
+    assert json.loads(formatter.format(_record("b", 1_764_367_624.5)))["time"] == \
+        "2025-11-28T22:07:04.500Z"
+    assert json.loads(formatter.format(_record("c", 1_764_367_623.75)))["time"] == \
+        "2025-11-28T22:07:03.750Z"
+
+
+def test_non_ascii_text_is_escaped_so_every_line_is_ascii():
+    text = JsonFormatter().format(_record("event type 'größe' not found"))
+    assert text.isascii()
+    assert json.loads(text)["message"] == "event type 'größe' not found"
+
+
+def test_what_the_fast_encoder_refuses_is_still_written():
+    class Opaque:
+        def __str__(self) -> str:
+            return "opaque"
+
+    line = json.loads(JsonFormatter().format(_record("m", offset=2**70, thing=Opaque(),
+                                                     counts={1: "one"})))
+    assert line["offset"] == 2**70
+    assert line["thing"] == "opaque"
+    assert line["counts"] == {"1": "one"}
