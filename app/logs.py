@@ -6,8 +6,9 @@ import json
 import logging
 import sys
 import time
+from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import gevent
 import orjson
@@ -57,8 +58,8 @@ class JsonFormatter(logging.Formatter):
         try:
             line = orjson.dumps(entry, default=str).decode()
         except orjson.JSONEncodeError:
-            return json.dumps(entry, default=str)
-        return line if line.isascii() else json.dumps(entry, default=str)
+            return _escaped_json(entry)
+        return line if line.isascii() else _escaped_json(entry)
 
     def _time(self, record: logging.LogRecord) -> str:
         second = int(record.created)
@@ -66,6 +67,11 @@ class JsonFormatter(logging.Formatter):
             self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = second
         return f"{self._second_text}.{int(record.msecs):03d}Z"
+
+
+def _escaped_json(entry: Mapping[str, Any]) -> str:
+    """The line as orjson writes it (compact), every character past ASCII escaped."""
+    return json.dumps(entry, default=str, separators=(",", ":"))
 
 
 class StderrHandler(logging.StreamHandler):

@@ -54,10 +54,14 @@ def test_a_line_carries_the_time_in_utc_to_the_millisecond_and_each_extra_field(
         "2025-11-28T22:07:03.750Z"
 
 
-def test_non_ascii_text_is_escaped_so_every_line_is_ascii():
-    text = JsonFormatter().format(_record("event type 'größe' not found"))
+def test_non_ascii_text_is_escaped_so_every_line_is_ascii_and_as_compact():
+    formatter = JsonFormatter()
+    text = formatter.format(_record("event type 'größe' not found"))
     assert text.isascii()
     assert json.loads(text)["message"] == "event type 'größe' not found"
+    # The escaping writer's line reads like the usual one, but for the escapes.
+    usual = formatter.format(_record("event type 'grosse' not found"))
+    assert text.replace("\\u00f6\\u00df", "oss") == usual
 
 
 def test_what_the_fast_encoder_refuses_is_still_written():
