@@ -6,9 +6,8 @@ import json
 import logging
 import sys
 import time
-from collections.abc import Mapping
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import gevent
 import orjson
@@ -57,9 +56,12 @@ class JsonFormatter(logging.Formatter):
             entry["exception"] = self.formatException(record.exc_info)
         try:
             line = orjson.dumps(entry, default=str).decode()
+            if line.isascii():
+                return line
         except orjson.JSONEncodeError:
-            return _escaped_json(entry)
-        return line if line.isascii() else _escaped_json(entry)
+            pass
+        # What orjson refuses, and text past ASCII, escaped: the same compact line.
+        return json.dumps(entry, default=str, separators=(",", ":"))
 
     def _time(self, record: logging.LogRecord) -> str:
         second = int(record.created)
@@ -67,11 +69,6 @@ class JsonFormatter(logging.Formatter):
             self._second_text = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))
             self._second = second
         return f"{self._second_text}.{int(record.msecs):03d}Z"
-
-
-def _escaped_json(entry: Mapping[str, Any]) -> str:
-    """The line as orjson writes it (compact), every character past ASCII escaped."""
-    return json.dumps(entry, default=str, separators=(",", ":"))
 
 
 class StderrHandler(logging.StreamHandler):
