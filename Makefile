@@ -4,7 +4,8 @@ PYTHON := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: setup system-packages run test lint migrate bench bench-storage bench-publish \
-	bench-stream bench-subscription bench-pipeline bench-metrics bench-soak bench-reads
+	bench-stream bench-subscription bench-pipeline bench-metrics bench-soak bench-reads \
+	bench-budget
 
 setup: system-packages $(STAMP)
 
@@ -48,6 +49,12 @@ bench-publish: setup
 	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
 		$$sudo apt-get install -y -q wrk; }
 	$(PYTHON) -m tests.benchmarks.bench_publish
+
+## Where a single-event publish spends its CPU, step by step (needs wrk).
+bench-budget: setup
+	@command -v wrk >/dev/null || { sudo=""; [ "$$(id -u)" -eq 0 ] || sudo=sudo; \
+		$$sudo apt-get install -y -q wrk; }
+	$(PYTHON) -m tests.benchmarks.bench_budget
 
 ## The GETs clients repeat (a subscription, its cursors and stats, partitions; needs wrk).
 bench-reads: setup

@@ -182,12 +182,12 @@ def paced(host: str, port: int, path: str, body: bytes, rate: float, seconds: fl
 
 
 def workers_cpu_s(port: int) -> float:
-    """CPU seconds used so far by the gunicorn workers serving ``port`` (from /proc):
-    unlike throughput, hardly moved by other load on the machine."""
+    """CPU seconds used so far by the gunicorn serving ``port``, its workers and master
+    (from /proc): unlike throughput, hardly moved by other load on the machine."""
     total = 0.0
     for proc in Path("/proc").iterdir():
         try:
-            if b"app.wsgi:app" not in (proc / "cmdline").read_bytes() or \
+            if b"gunicorn" not in (proc / "cmdline").read_bytes() or \
                     f"NAKADI_BIND=127.0.0.1:{port}".encode() not in (proc / "environ").read_bytes():
                 continue
             total += process_cpu_s(proc)

@@ -8,12 +8,13 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 import psycopg2
 import psycopg2.errors
+import psycopg2.extensions
 import requests
 
 from deploy.localstack import LocalStack, free_port
@@ -80,6 +81,35 @@ def zookeeper_compiler_cpu_s(hosts: str) -> float | None:
     return spent
 
 
+def postgres_cpu_s(database_url: str) -> float | None:
+    """CPU seconds used so far by the PostgreSQL on this machine that serves
+    ``database_url``: its postmaster (matched by the ``-p`` port it was started with,
+    as the local stack starts it) and every process it started (backends, WAL writer,
+    checkpointer); None when none does."""
+    port = psycopg2.extensions.parse_dsn(database_url).get("port", "5432").encode()
+    postmaster = None
+    for proc in Path("/proc").iterdir():
+        try:
+            args = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if args[0].endswith(b"postgres") and b"-p" in args and \
+                args[args.index(b"-p") + 1:][:1] == [port]:
+            postmaster = proc
+            break
+    if postmaster is None:
+        return None
+    spent = 0.0
+    for proc in Path("/proc").iterdir():
+        try:
+            parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
+            if proc == postmaster or parent == postmaster.name:
+                spent += process_cpu_s(proc)
+        except (OSError, IndexError):  # gone meanwhile, or not a process folder
+            continue
+    return spent
+
+
 def _zookeeper_process(hosts: str) -> Path | None:
     """The ``/proc`` folder of the ZooKeeper on this machine that serves the first of
     ``hosts`` (matched by the ``clientPort`` of the configuration it was started with)."""
@@ -96,6 +126,13 @@ def _zookeeper_process(hosts: str) -> Path | None:
         except OSError:
             continue
     return None
+
+
+def answer_at_once(appender: object, topic_id: int, batches: Mapping[int, Sequence[bytes]]
+                   ) -> dict[int, int]:
+    """Stands in for the postgres group commit's ``GroupAppender.append`` where a
+    benchmark leaves the storage out: every append answered at once, nothing stored."""
+    return dict.fromkeys(batches, 0)
 
 
 def set_default_storage(database_url: str, storage_id: str) -> None:
