@@ -9,7 +9,10 @@ the publish rate fell 6-17% (2026-11-28, in the benchmarks' history). A worker
 that listened for event types, subscriptions, security settings and appends
 on a connection each had four backends woken by every append.
 
-One greenlet owns the connection. When the connection is lost and made again,
+One greenlet owns the connection. Its statements (LISTEN) wait for the server
+as long as the pool's do at most, so that a request adding a channel while the
+server hangs hears that nothing is listened to, and reads from the database
+instead. When the connection is lost and made again,
 notifications may have been missed in between: every listener's ``on_gap`` is
 called so its owner can assume everything changed. While the database is down
 the greenlet tries again every second, and ``ensure_listening`` answers at once
@@ -98,9 +101,17 @@ class Notifications:
                 if listener.channel not in self._listened and connection is not None:
                     try:
                         self._listen(connection, [listener.channel])
-                    except psycopg2.Error as error:  # lost: the owner starts again
+                    except psycopg2.Error as error:
                         log.warning("LISTEN %s failed: %s", listener.channel, error)
+                        self._start_again()
         return self.is_listening(listener.channel)
+
+    def _start_again(self) -> None:
+        """Drop the connection after a failed LISTEN (psycopg2 closed it, or it hangs):
+        its owner waits on its socket and would never notice. The next
+        ``ensure_listening`` connects again, and every listener hears of a gap."""
+        if self._greenlet is not None:
+            self._greenlet.kill()  # its connection closes, and what it listened to is cleared
 
     def is_listening(self, channel: str) -> bool:
         return channel in self._listened and self._greenlet is not None \
@@ -121,7 +132,7 @@ class Notifications:
     def _run(self) -> None:
         while True:
             try:
-                connection = connect(self._dsn, self._timeout_s)
+                connection = connect(self._dsn, self._timeout_s, statement_timeout=True)
                 try:
                     connection.autocommit = True
                     with self._using:

@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -16,6 +17,7 @@ import psycopg2
 import pytest
 
 from app.repository.database import ANSWER_MARGIN_S, ConnectionPool, connect, make_green
+from tests.helpers.waiting import wait_until
 
 SAFETY_S = 20  # the old code waited for ever: fail instead
 
@@ -75,5 +77,28 @@ def test_waiting_for_a_pooled_connection_is_bounded_too(settings):
                 gevent.spawn(pool.fetch_all, "SELECT 1").get()
             assert 1 <= time.monotonic() - started < 2.5
         assert pool.fetch_all("SELECT 1") == [(1,)]
+    finally:
+        pool.close()
+
+
+def test_listening_to_one_more_channel_while_the_server_hangs_gives_up_in_time(settings):
+    """A channel added to the process's LISTEN connection while its backend hangs (a
+    stream opening on a worker that had not looked an event type up yet): the caller
+    hears, after the statement timeout and its margin, that the channel is not
+    listened to, and reads from the database instead, where it waited as long as the
+    server hung. Once the server answers again, the channel is listened to."""
+    pool = ConnectionPool(settings.database_url, 2, timeout_s=1)
+    prefix = f"test_{uuid.uuid4().hex[:10]}"
+    try:
+        first = pool.notifications.listener(f"{prefix}_first", lambda _: None, lambda: None)
+        assert first.ensure_listening()
+        [(backend,)] = pool.fetch_all("SELECT pid FROM pg_stat_activity WHERE query LIKE %s",
+                                      (f"LISTEN {prefix}%",))
+        later = pool.notifications.listener(f"{prefix}_later", lambda _: None, lambda: None)
+        with stopped(backend), gevent.Timeout(SAFETY_S):
+            started = time.monotonic()
+            assert not later.ensure_listening()
+            assert time.monotonic() - started < 1 + ANSWER_MARGIN_S + 1.5
+        wait_until(later.ensure_listening, 10, what="listening again")
     finally:
         pool.close()
