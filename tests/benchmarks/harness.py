@@ -85,29 +85,24 @@ def postgres_cpu_s(database_url: str) -> float | None:
     """CPU seconds used so far by the PostgreSQL on this machine that serves
     ``database_url``: its postmaster (matched by the ``-p`` port it was started with,
     as the local stack starts it) and every process it started (backends, WAL writer,
-    checkpointer); None when none does."""
+    checkpointer); None when none does. One pass over /proc."""
     port = psycopg2.extensions.parse_dsn(database_url).get("port", "5432").encode()
     postmaster = None
+    spent: dict[str, tuple[str, float]] = {}  # pid -> parent pid, CPU seconds
     for proc in Path("/proc").iterdir():
         try:
             args = (proc / "cmdline").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if args[0].endswith(b"postgres") and b"-p" in args and \
-                args[args.index(b"-p") + 1:][:1] == [port]:
-            postmaster = proc
-            break
-    if postmaster is None:
-        return None
-    spent = 0.0
-    for proc in Path("/proc").iterdir():
-        try:
-            parent = (proc / "stat").read_text().rsplit(")", 1)[1].split()[1]
-            if proc == postmaster or parent == postmaster.name:
-                spent += process_cpu_s(proc)
+            spent[proc.name] = ((proc / "stat").read_text().rsplit(")", 1)[1].split()[1],
+                                process_cpu_s(proc))
         except (OSError, IndexError):  # gone meanwhile, or not a process folder
             continue
-    return spent
+        if args[0].endswith(b"postgres") and b"-p" in args[:-1] and \
+                args[args.index(b"-p") + 1] == port:
+            postmaster = proc.name
+    if postmaster is None:
+        return None
+    return sum(cpu_s for pid, (parent, cpu_s) in spent.items()
+               if postmaster in (pid, parent))
 
 
 def _zookeeper_process(hosts: str) -> Path | None:
