@@ -159,11 +159,11 @@ def half_load_latency(run: Run, engine: str, name: str, body: bytes, rate: float
     these virtual machines a request costs more CPU the fewer arrive together, so half
     the saturated rate takes well over half the machine."""
     before = machine_cpu_ticks()
-    _, p99, failed = paced("127.0.0.1", run.port, f"/event-types/{name}/events", body, rate,
+    _, p99, failed = paced(run.port, f"/event-types/{name}/events", body, rate,
                            run.args.seconds)
     after = machine_cpu_ticks()
     busy = busy_share(before, after)
-    _, noop_p99, _ = paced("127.0.0.1", run.noop_port, "/event-types/noop/events", body, rate,
+    _, noop_p99, _ = paced(run.noop_port, "/event-types/noop/events", body, rate,
                            run.args.seconds)
     noop_busy = busy_share(after, machine_cpu_ticks())
     failures = f" ({failed} failed)" if failed else ""

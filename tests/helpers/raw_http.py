@@ -8,6 +8,13 @@ import time
 from collections.abc import Iterator
 
 
+def request_head(method: str, path: str, headers: dict[str, str]) -> bytes:
+    """A request's line and headers, up to the empty line that ends them."""
+    lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
+    lines += [f"{name}: {value}" for name, value in headers.items()]
+    return ("\r\n".join(lines) + "\r\n\r\n").encode()
+
+
 class RawConnection:
     """One TCP connection to the server, spoken to byte by byte."""
 
@@ -26,9 +33,7 @@ class RawConnection:
         self.sock.sendall(data)
 
     def request_head(self, method: str, path: str, headers: dict[str, str]) -> None:
-        lines = [f"{method} {path} HTTP/1.1", "Host: 127.0.0.1"]
-        lines += [f"{name}: {value}" for name, value in headers.items()]
-        self.send(("\r\n".join(lines) + "\r\n\r\n").encode())
+        self.send(request_head(method, path, headers))
 
     def _fill(self) -> bool:
         data = self.sock.recv(65536)
