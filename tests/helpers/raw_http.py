@@ -1,5 +1,6 @@
 """HTTP/1.1 on a bare socket, for what client libraries hide: a request whose body
-arrives in parts, and whether the server closed the connection after a response."""
+arrives in parts, and whether the server closed the connection after a response.
+Benchmarks use it too, as a client that takes little of the machine it measures."""
 
 from __future__ import annotations
 
