@@ -55,6 +55,7 @@ def _postgres_bin() -> Path:
 _handed_out: set[int] = set()
 
 
+@functools.cache
 def _ephemeral_low() -> int:
     """The lowest port the kernel gives outgoing connections (Linux's default when unreadable)."""
     try:
