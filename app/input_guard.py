@@ -23,7 +23,10 @@ class StrictJSONProvider(DefaultJSONProvider):
     sort_keys = False
 
     def loads(self, s: str | bytes, **kwargs: Any) -> Any:
-        value = strict_json.loads(s.encode() if isinstance(s, str) else s)
+        text = s.encode() if isinstance(s, str) else s
+        value = strict_json.loads(text)
+        if b"\\u0000" not in text:
+            return value  # JSON text can only hold a NUL as that escape
         where = strict_json.find_nul(value)
         if where is not None:
             raise strict_json.InvalidJson(f"{where} holds a NUL character (\\u0000)")

@@ -85,23 +85,25 @@ def nesting(value: Any, limit: int) -> int:
     return depth - 1
 
 
-def find_nul(value: Any, path: str = "") -> str | None:
+def find_nul(value: Any) -> str | None:
     """The path of the first string or key holding a NUL character, if any (PostgreSQL
-    text and jsonb refuse them)."""
-    if isinstance(value, str):
-        return path or "the value" if "\x00" in value else None
-    if isinstance(value, dict):
-        for key, item in value.items():
-            if "\x00" in key:
-                return f"{path or 'the object'} (a key)"
-            found = find_nul(item, f"{path}.{key}" if path else key)
-            if found is not None:
-                return found
-    elif isinstance(value, list):
-        for number, item in enumerate(value):
-            found = find_nul(item, f"{path}[{number}]")
-            if found is not None:
-                return found
+    text and jsonb refuse them). Walks with a stack of its own, not by recursing: the
+    values orjson accepts nest up to 1024 levels, past Python's recursion limit."""
+    pending: list[tuple[str, Any]] = [("", value)]
+    while pending:
+        path, item = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return path or "the value"
+        elif isinstance(item, dict):
+            for key in item:
+                if "\x00" in key:
+                    return f"{path or 'the object'} (a key)"
+            pending += reversed([(f"{path}.{key}" if path else key, child)
+                                 for key, child in item.items()])
+        elif isinstance(item, list):
+            pending += reversed([(f"{path}[{number}]", child)
+                                 for number, child in enumerate(item)])
     return None
 
 

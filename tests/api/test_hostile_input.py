@@ -69,6 +69,24 @@ def test_event_type_bodies_refuse_nan_nul_surrogates_and_deep_nesting(base_url, 
     assert_problem(response, 400)
 
 
+@pytest.mark.parametrize(("method", "path"), [
+    ("POST", "/event-types"), ("PUT", "/event-types/{name}"), ("POST", "/subscriptions"),
+    ("POST", "/event-types/{name}/cursor-distances"),
+])
+@pytest.mark.parametrize("body", ["[" * 1000 + "]" * 1000,
+                                  "[" * 1000 + '"\\u0000"' + "]" * 1000])
+def test_bodies_nested_as_deep_as_json_is_read_are_4xx(base_url, event_type, method, path,
+                                                       body):
+    """1,000 levels parse (the reader stops at 1,024), and looking for NUL characters in
+    them recursed past Python's limit: a 500."""
+    response = requests.request(method, base_url + path.format(name=event_type), data=body,
+                                headers=JSON)
+    assert response.status_code in (400, 422), response.text
+    assert response.headers["Content-Type"] == "application/problem+json"
+    if "u0000" in body:
+        assert "NUL" in response.json()["detail"]
+
+
 @pytest.mark.parametrize("path", ["/event-types/a%00b", "/event-types/a%00b/events",
                                   "/event-types/a%00b/partitions/0", "/event-types/a%00b/schemas"])
 def test_nul_characters_in_paths_are_400s(base_url, path):

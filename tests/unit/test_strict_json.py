@@ -62,3 +62,10 @@ def test_nul_characters_are_found_with_their_path():
     assert find_nul({"a": [1, {"b": "x\x00"}]}) == "a[1].b"
     assert find_nul({"k\x00": 1}) == "the object (a key)"
     assert find_nul({"a": ["fine"]}) is None
+
+
+def test_nul_characters_are_found_as_deep_as_bodies_nest():
+    """Bodies nest up to 1024 levels, past Python's recursion limit."""
+    depth = 1020
+    assert find_nul(loads(b"[" * depth + b'"a\\u0000"' + b"]" * depth)) == "[0]" * depth
+    assert find_nul(loads(b'{"k":' * depth + b'"fine"' + b"}" * depth)) is None
