@@ -64,6 +64,13 @@ def _database_url(configuration: Mapping[str, Any]) -> dict[str, str]:
         raise StorageInvalid("postgres_configuration.database_url: must be a PostgreSQL URL, "
                              "postgresql://user@host:port/database, of a database migrated "
                              "for this broker; leave it out to use the metadata database")
+    try:
+        urlsplit(url).port  # noqa: B018 - reading the port checks the whole address
+    except ValueError as error:  # libpq reads some URLs that Python's parser, and so the
+        # password masking of the view, cannot
+        raise StorageInvalid(f"postgres_configuration.database_url: cannot be read as a URL "
+                             f"({error}): percent-encode '[', ']', '@' and '/' in the user "
+                             "name and password, and give a port from 1 to 65535") from None
     return {"database_url": url}
 
 
@@ -89,7 +96,11 @@ def storage_from_body(body: Any) -> Storage:
 
 
 def _without_password(url: str) -> str:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError:  # stored before database_url was checked as a URL
+        scheme, _, rest = url.partition("://")
+        return f"{scheme}://***@{rest.rpartition('@')[2]}"
     if parts.password is None:
         return url
     host = parts.netloc.rpartition("@")[2]

@@ -85,6 +85,21 @@ def test_passwords_of_database_urls_are_not_shown(base_url, storages, stack_env)
     assert "secret" not in requests.get(base_url + "/storages").text
 
 
+@pytest.mark.parametrize("password", ["p[w", "p]w"])
+def test_a_database_url_libpq_reads_but_a_url_parser_cannot_is_a_422_and_not_stored(
+        base_url, storages, stack_env, password):
+    """libpq connects with such a URL; the view that masks its password could not read
+    it, so every listing of storages failed once it was stored."""
+    user, _, host = stack_env["NAKADI_DATABASE_URL"].partition("://")[2].partition("@")
+    target = storage_id()
+    body = {"id": target, "storage_type": "postgres",
+            "postgres_configuration": {"database_url": f"postgresql://{user}:{password}@{host}"}}
+    detail = assert_problem(storages(body), 422)["detail"]
+    assert "postgres_configuration.database_url" in detail and "percent-encode" in detail
+    assert_problem(requests.get(f"{base_url}/storages/{target}"), 404)
+    assert requests.get(base_url + "/storages").status_code == 200
+
+
 @pytest.mark.parametrize(("body", "expected"), [
     ([], "the body must be a Storage object"),
     ({"storage_type": "kafka"}, "id: is required"),
