@@ -90,6 +90,12 @@ def test_every_gzip_member_is_read(base_url, event_type):
     assert lag[0]["unconsumed_events"] == 5
 
 
+def test_a_body_of_too_many_gzip_members_is_a_400(base_url, event_type):
+    body = gzip.compress(json.dumps(events(1)).encode()) + gzip.compress(b"") * 20_000
+    detail = assert_problem(publish(base_url, event_type, body, GZIP), 400)["detail"]
+    assert "members" in detail
+
+
 def test_bytes_after_the_gzip_body_are_a_400(base_url, event_type):
     body = gzip.compress(json.dumps(events(1)).encode()) + b"trailing"
     assert "gzip" in assert_problem(publish(base_url, event_type, body, GZIP), 400)["detail"]
