@@ -241,12 +241,17 @@ def _with_defaults(
     statistic = loaded.get("default_statistic")
     if statistic is None and stored is not None and stored.default_statistic is not None:
         statistic = vars(stored.default_statistic)
+    strategy = kept("partition_strategy", DEFAULT_PARTITION_STRATEGY)
+    # The stored keys belong to the hash strategy: kept for another, the refusal would
+    # name keys the client never sent instead of the strategy it asked for.
+    keys = (kept("partition_key_fields", []) if strategy == "hash"
+            else loaded.get("partition_key_fields") or [])
     return {
         **loaded,
         "enrichment_strategies": loaded.get("enrichment_strategies") or [],
-        "partition_strategy": kept("partition_strategy", DEFAULT_PARTITION_STRATEGY),
+        "partition_strategy": strategy,
         "compatibility_mode": kept("compatibility_mode", DEFAULT_COMPATIBILITY_MODE),
-        "partition_key_fields": kept("partition_key_fields", []),
+        "partition_key_fields": keys,
         "cleanup_policy": kept("cleanup_policy", DEFAULT_CLEANUP_POLICY),
         "default_statistic": statistic,
         "options": {"retention_time": retention},

@@ -387,6 +387,21 @@ def test_refusals_say_why():
     assert reasons["compatibility_mode"].startswith("cannot change from forward to none")
 
 
+@pytest.mark.parametrize("strategy", ["random", "user_defined"])
+def test_leaving_hash_without_naming_keys_is_refused_for_the_strategy(strategy):
+    """The stored keys used to be kept for the omitted field, and the refusal named them
+    (must be absent unless hash) instead of the strategy the client asked for."""
+    evolution = update(stored_event_type(**HASHED), body(partition_strategy=strategy))
+    reasons = {refusal.field: refusal.reason for refusal in evolution.refusals}
+    assert reasons["partition_strategy"] == "can only be changed from random (it is 'hash')"
+
+
+def test_a_hash_event_type_keeps_its_keys_when_a_put_leaves_both_out():
+    evolution = update(stored_event_type(**HASHED), body())
+    assert not evolution.refused
+    assert list(evolution.event_type.partition_key_fields) == ["a"]
+
+
 def test_an_upgrade_to_compatible_checks_the_schema_change_against_compatible():
     stored = stored_event_type(compatibility_mode="forward")
     required_added = with_schema(
