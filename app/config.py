@@ -51,6 +51,9 @@ class Settings:
     max_retention_ms: int = RegistrySettings.max_retention_time_ms
     default_retention_ms: int = RegistrySettings.default_retention_time_ms
     max_batch_bytes: int = 50_000_000
+    # Events in one publish request: each costs a worker CPU that no other request or
+    # stream of it gets meanwhile, and a 422 answers with an item per event.
+    max_batch_events: int = 100_000
     # How long a request body may stop arriving (no byte) before the request is a 408,
     # as nginx's client_body_timeout: a client that stalls mid-body holds a greenlet
     # and a connection for as long as it likes otherwise.

@@ -19,7 +19,7 @@ from app.domain.timeline import Timelines
 from app.monitoring import recording
 from app.monitoring.recording import StreamMeter
 from app.problems import Problem
-from app.publishing.batch import BatchUnreadable, NotABatch, parse_batch
+from app.publishing.batch import BatchUnreadable, NotABatch, TooManyEvents, parse_batch
 from app.publishing.late_appends import checked_append
 from app.publishing.publisher import BatchRejected, Item, publish
 from app.security.guard import (
@@ -56,9 +56,11 @@ def publish_events(name: str) -> Response:
         body = json_bytes(current.settings.max_batch_bytes)
         report.body_bytes = len(body)
         try:
-            events, sizes = parse_batch(body)
+            events, sizes = parse_batch(body, current.settings.max_batch_events)
         except BatchUnreadable as error:
             raise Problem(400, str(error)) from None
+        except TooManyEvents as error:
+            raise Problem(413, f"{error} (NAKADI_MAX_BATCH_EVENTS)") from None
         except NotABatch as error:
             raise Problem(422, str(error)) from None
         try:

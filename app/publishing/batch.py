@@ -33,19 +33,30 @@ class NotABatch(ValueError):
     """The body is JSON, but not an array of events."""
 
 
-def parse_batch(body: bytes) -> tuple[list[Any], list[int] | None]:
+class TooManyEvents(ValueError):
+    """The batch holds more events than one request may."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"the batch holds more than {limit} events; send at most {limit} "
+                         "in one request")
+
+
+def parse_batch(body: bytes, max_events: int) -> tuple[list[Any], list[int] | None]:
     """The events of a batch and, for bodies longer than one event may be, the byte
-    size of each event's text (None when the whole body is within the limit)."""
+    size of each event's text (None when the whole body is within the limit). Past
+    ``max_events`` events, ``TooManyEvents`` (a long body is not read further)."""
     if len(body) <= MAX_EVENT_BYTES:
         events = _loads(body)
         if not isinstance(events, list):
             raise NotABatch("the body must be a JSON array of events")
+        if len(events) > max_events:
+            raise TooManyEvents(max_events)
         return events, None
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as error:
         raise BatchUnreadable(f"the body is not UTF-8: {error}") from None
-    return _events_with_sizes(text)
+    return _events_with_sizes(text, max_events)
 
 
 def _loads(body: bytes) -> Any:
@@ -61,7 +72,7 @@ def _skip_whitespace(text: str, index: int) -> int:
     return index
 
 
-def _events_with_sizes(text: str) -> tuple[list[Any], list[int]]:
+def _events_with_sizes(text: str, max_events: int) -> tuple[list[Any], list[int]]:
     """Walk the array element by element, keeping each element's span."""
     index = _skip_whitespace(text, 0)
     if not text.startswith("[", index):
@@ -78,6 +89,8 @@ def _events_with_sizes(text: str) -> tuple[list[Any], list[int]]:
                 event, end = strict_json.raw_decode(text, index)
             except strict_json.InvalidJson as error:
                 raise BatchUnreadable(f"the body is not valid JSON: {error}") from None
+            if len(events) == max_events:
+                raise TooManyEvents(max_events)
             events.append(event)
             # A character is 1 to 4 bytes: count bytes only when it could matter.
             span = end - index

@@ -110,6 +110,21 @@ def test_a_body_over_the_limit_is_a_413_naming_the_limit(base_url, event_type):
         assert str(limit) in problem["detail"]
 
 
+@pytest.mark.parametrize("pad", [0, 1_000_000])  # read at once, and walked event by event
+def test_a_batch_of_more_events_than_allowed_is_a_413_and_stores_nothing(base_url, event_type,
+                                                                         pad):
+    """A 10 MB body of tiny non-events held a worker for 7 s (its ZooKeeper connection
+    dropped) and answered a 465 MB 422, an item per event."""
+    limit = Settings.from_env().max_batch_events
+    before = newest_offset(base_url, event_type)
+    body = b"[" + b" " * pad + b",".join([b"1"] * (limit + 1)) + b"]"
+    problem = assert_problem(publish(base_url, event_type, body,
+                                     {"Content-Type": "application/json"}), 413)
+    assert f"more than {limit} events" in problem["detail"]
+    assert "NAKADI_MAX_BATCH_EVENTS" in problem["detail"]
+    assert newest_offset(base_url, event_type) == before
+
+
 @pytest.mark.parametrize("headers", [{}, {"Content-Encoding": "gzip"}])
 def test_a_body_cut_short_of_its_content_length_is_a_400_and_stores_nothing(
         base_url, event_type, headers):

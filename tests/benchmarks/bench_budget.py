@@ -151,7 +151,7 @@ def steps_of(app: Flask, name: str, body: bytes, environ: dict[str, Any]
     (whose ``environ`` the steps that read the body fill again)."""
     current = services()
     event_type, timelines = event_type_or_404(name)
-    events, _ = parse_batch(body)
+    events, _ = parse_batch(body, current.settings.max_batch_events)
     sent = orjson.dumps(events[0])
     enriched = orjson.loads(sent)
     enrich(enriched, name, event_type.schema.version, "flow", rfc3339_now())
@@ -189,7 +189,7 @@ def steps_of(app: Flask, name: str, body: bytes, environ: dict[str, Any]
         ("event type from the cache (the handler asks twice)", lambda: event_type_or_404(name)),
         ("authorization", lambda: require_event_type(event_type, Operation.WRITE)),
         ("reading the body", read_body),
-        ("parsing", lambda: parse_batch(body)),
+        ("parsing", lambda: parse_batch(body, current.settings.max_batch_events)),
         ("validation", lambda: VALIDATORS.validator_for(event_type).all_valid(events)),
         ("enrichment (with parsing the event again)",
          lambda: enrich(orjson.loads(sent), name, event_type.schema.version, "flow",

@@ -11,6 +11,7 @@ from app.publishing.batch import (
     BatchUnreadable,
     EventTooDeep,
     NotABatch,
+    TooManyEvents,
     dumps,
     parse_batch,
 )
@@ -18,15 +19,21 @@ from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, hash_partition, partitioner
 from app.registry import timestamps
 
+LIMIT = 100
+
+
+def parse(body: bytes):
+    return parse_batch(body, LIMIT)
+
 
 def test_small_batches_parse_without_sizes():
-    assert parse_batch(b' [{"a": 1}, {"b": [true, null]}] ') == (
+    assert parse(b' [{"a": 1}, {"b": [true, null]}] ') == (
         [{"a": 1}, {"b": [True, None]}], None)
-    assert parse_batch(b"[]") == ([], None)
+    assert parse(b"[]") == ([], None)
 
 
 def test_integers_beyond_64_bits_survive_exactly():
-    events, _ = parse_batch(b'[{"id": 123456789012345678901234567890, "f": 0.5}]')
+    events, _ = parse(b'[{"id": 123456789012345678901234567890, "f": 0.5}]')
     assert events[0]["id"] == 123456789012345678901234567890
     assert dumps(events[0]) == b'{"id":123456789012345678901234567890,"f":0.5}'
 
@@ -54,13 +61,13 @@ def test_events_nest_at_most_as_deeply_as_they_are_stored(inner):
 @pytest.mark.parametrize("body", [b"", b"[", b"{not json", b"[1,]", b"[1] x", b"[NaN]"])
 def test_unreadable_bodies(body):
     with pytest.raises(BatchUnreadable):
-        parse_batch(body)
+        parse(body)
 
 
 @pytest.mark.parametrize("body", [b"{}", b'"events"', b"42", b"null"])
 def test_json_that_is_not_an_array(body):
     with pytest.raises(NotABatch):
-        parse_batch(body)
+        parse(body)
 
 
 def test_large_batches_report_each_events_size_as_sent():
@@ -68,7 +75,7 @@ def test_large_batches_report_each_events_size_as_sent():
     padded = '{"pad": "' + "é" * 300_000 + '" }'  # é is two bytes
     big = '{"pad": "' + "x" * (MAX_EVENT_BYTES - 11) + '"}'
     body = f"[ {small} ,\n{padded},{big}\t]".encode()
-    events, sizes = parse_batch(body)
+    events, sizes = parse(body)
     assert events[0] == {"n": 1}
     assert sizes == [len(small), len(padded.encode()), MAX_EVENT_BYTES]
 
@@ -76,11 +83,27 @@ def test_large_batches_report_each_events_size_as_sent():
 def test_large_bodies_that_are_broken_or_not_arrays():
     filler = "x" * MAX_EVENT_BYTES
     with pytest.raises(BatchUnreadable):
-        parse_batch(f'[{{"a": "{filler}"}}, oops]'.encode())
+        parse(f'[{{"a": "{filler}"}}, oops]'.encode())
     with pytest.raises(BatchUnreadable):
-        parse_batch(f'[{{"a": "{filler}"}}] trailing'.encode())
+        parse(f'[{{"a": "{filler}"}}] trailing'.encode())
     with pytest.raises(NotABatch):
-        parse_batch(json.dumps({"a": filler}).encode())
+        parse(json.dumps({"a": filler}).encode())
+
+
+def test_a_batch_of_as_many_events_as_allowed_is_read_and_one_more_is_refused():
+    events, _ = parse(b"[" + b",".join([b"{}"] * LIMIT) + b"]")
+    assert len(events) == LIMIT
+    with pytest.raises(TooManyEvents, match=f"more than {LIMIT} events"):
+        parse(b"[" + b",".join([b"1"] * (LIMIT + 1)) + b"]")
+
+
+def test_a_long_body_is_read_no_further_than_the_events_allowed():
+    """Long bodies are walked event by event, in Python: the walk stops at the limit
+    instead of reading millions of tiny events first."""
+    filler = "x" * MAX_EVENT_BYTES
+    body = f'[{{"a": "{filler}"}}' + ", 1" * LIMIT + ", oops]"  # broken after the limit
+    with pytest.raises(TooManyEvents):
+        parse(body.encode())
 
 
 def event_type(strategy="random", category="business", keys=()):
