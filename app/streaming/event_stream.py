@@ -22,6 +22,7 @@ from kazoo.client import KazooClient
 from app import lifecycle
 from app.coordination.stream_slots import StreamSlots, claim_slots
 from app.cursors import client_cursor
+from app.dependencies import DependencyUnavailable
 from app.domain.timeline import Timelines
 from app.storage.across_timelines import EngineFor, SwitchWatch, TimelinesReader
 from app.storage.engine import StorageError, StreamReader
@@ -73,8 +74,8 @@ class EventStream:
         """The stream's lines, ending when a limit says so; closes the reader at the end."""
         try:
             yield from self._run()
-        except StorageError as error:
-            log.warning("stream of %s ended by the storage: %s", self._timeline.event_type, error)
+        except (StorageError, DependencyUnavailable) as error:
+            log.warning("stream of %s ended: %s", self._timeline.event_type, error)
             yield from self._lines(self._batcher.pending_batches())
             partition = min(self._positions.sent)
             cursor = client_cursor(self._timeline, partition, self._positions.sent[partition])

@@ -44,6 +44,7 @@ from app.coordination.subscription_state import (
     SubscriptionGone,
     SubscriptionState,
 )
+from app.dependencies import DependencyUnavailable
 from app.domain.subscription import Subscription
 from app.domain.topology import PartitionKey, Session, Topology, key_order
 from app.storage.across_timelines import SwitchWatch
@@ -169,6 +170,9 @@ class SubscriptionStream:
             self._end_reason = "an event type of the subscription was deleted"
         except StorageError as error:
             self._end_reason = f"the storage failed: {error}"
+            log.warning("subscription stream %s ended: %s", self.id, error)
+        except DependencyUnavailable as error:
+            self._end_reason = str(error)
             log.warning("subscription stream %s ended: %s", self.id, error)
         else:
             return

@@ -3,10 +3,13 @@ import uuid
 from dataclasses import replace
 
 import gevent
+import psycopg2
 import pytest
 
+from app.dependencies import DependencyUnavailable
 from app.domain.event_type import EventType, EventTypeSchema
 from app.repository import event_types as repository
+from app.repository.database import ConnectionPool
 from app.repository.event_type_cache import EventTypeCache
 from app.repository.event_types import CHANGES_CHANNEL
 from app.repository.notified_cache import NotifiedCache
@@ -82,3 +85,57 @@ def test_a_change_made_from_what_is_no_longer_stored_is_refused(pool, stored):
                                      new_schema_version=False, evolved_from=first)
     assert deleted.value.current is None
     assert repository.get_event_type(pool, stored.name) is None
+
+
+def test_what_was_kept_serves_while_the_database_cannot_be_read(pool, stored):
+    """A PostgreSQL outage loses the listening connection: the entries kept until then
+    still serve while reads fail (a kafka event type's publishing and streams do not
+    need PostgreSQL), and what was never kept is a DependencyUnavailable."""
+    own = ConnectionPool(pool.dsn, 2, pool.timeout_s)  # a worker's own connections
+    outage = {"on": False}
+    reads: list[str] = []
+
+    def load(pool_, name):
+        reads.append(name)
+        if outage["on"]:
+            raise psycopg2.OperationalError("server closed the connection unexpectedly")
+        return repository.event_type_with_timelines(pool_, name)
+
+    others = listening_backends(pool)
+    cache = NotifiedCache(own, CHANGES_CHANNEL, load)
+    try:
+        assert cache.get(stored.name)[0] == stored
+        for backend in listening_backends(pool) - others:
+            pool.execute("SELECT pg_terminate_backend(%s)", (backend,))
+        outage["on"] = True
+        wait_until(lambda: cache.get(stored.name) is not None and reads.count(stored.name) > 1)
+        assert cache.get(stored.name)[0] == stored
+        with pytest.raises(DependencyUnavailable, match="PostgreSQL"):
+            cache.get("never.kept")
+
+        outage["on"] = False
+        changed = replace(stored, owning_application="changed")
+        repository.update_event_type(pool, changed, new_schema_version=False,
+                                     evolved_from=stored)
+        wait_until(lambda: cache.get(stored.name)[0] == changed, timeout=15)
+        outage["on"] = True
+        repository.update_event_type(pool, stored, new_schema_version=False,
+                                     evolved_from=changed)
+        # The NOTIFY of a change drops the entry, and with it what could stand in for it.
+        wait_until(lambda: raises_unavailable(cache, stored.name), timeout=15)
+    finally:
+        cache.close()
+        own.close()
+
+
+def raises_unavailable(cache: NotifiedCache, name: str) -> bool:
+    try:
+        cache.get(name)
+    except DependencyUnavailable:
+        return True
+    return False
+
+
+def listening_backends(pool: ConnectionPool) -> set[int]:
+    return {pid for (pid,) in pool.fetch_all(
+        "SELECT pid FROM pg_stat_activity WHERE query LIKE %s", (f"LISTEN {CHANGES_CHANNEL}%",))}
