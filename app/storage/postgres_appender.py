@@ -36,7 +36,13 @@ idle after a transaction of one goes at once, so a trickle of events waits for
 nothing.
 
 When a shared transaction fails, each of its appends is written again on its
-own, so one bad append (a deleted topic, say) fails only its own caller.
+own, so one bad append (a deleted topic, say) fails only its own caller. Not
+when the database failed (``is_database_outage``): the statement may have been
+done all the same (a server that hung runs what it was sent once it resumes), so
+writing its appends again could store twice events that a 200 then acknowledges,
+and each append written alone would wait out the timeout in turn while every
+later one queued behind them (30 publishes against a hung server were answered
+one every 5 s, the last after 97 s). All of them fail at once, with the error.
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ import gevent.event
 import psycopg2
 from psycopg2.extensions import ISQLQuote
 
+from app.dependencies import is_database_outage
 from app.green_wait import until_idle
 from app.repository.database import ConnectionPool
 from app.storage.engine import line_ends
@@ -195,8 +202,9 @@ class GroupAppender:
             try:
                 results = self._write(taken)
             except (psycopg2.Error, MissingPartitions) as error:
-                if len(taken) == 1:
-                    taken[0].done.set_exception(error)
+                if len(taken) == 1 or is_database_outage(error):
+                    for pending in taken:
+                        pending.done.set_exception(error)
                     continue
                 self._write_one_by_one(taken)
             except BaseException as error:
@@ -208,10 +216,14 @@ class GroupAppender:
                     pending.done.set(result)
 
     def _write_one_by_one(self, taken: list[PendingAppend]) -> None:
-        for pending in taken:
+        for index, pending in enumerate(taken):
             try:
                 pending.done.set(self._write([pending])[0])
             except (psycopg2.Error, MissingPartitions) as error:
+                if is_database_outage(error):  # the rest would each wait it out
+                    for failed in taken[index:]:
+                        failed.done.set_exception(error)
+                    return
                 pending.done.set_exception(error)
 
     def _write(self, taken: list[PendingAppend]) -> list[dict[int, int]]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -293,3 +294,39 @@ def test_publishing_to_kafka_goes_on_quickly_while_postgresql_hangs(faults: Faul
     # The first read after the reading aged waits once in each worker; then none does
     # (measured: 1 slow of 4,062 publishes; before, 4 of 1,963, one every ~4 s).
     assert len(slow) <= 2, f"{len(slow)} of {len(answers)} publishes took over 1 s: {slow}"
+
+
+def test_concurrent_publishes_while_postgresql_hangs_fail_together_and_never_twice(
+        faults: FaultStack):
+    """A statement that several publishes share, sent before PostgreSQL hung, may run
+    when it resumes. Its publishes used to be written again one by one, each waiting
+    out the timeout while the rest queued (30 of them answered one every 5 s, the last
+    after 97 s), and a rewrite that went through stored events twice, acknowledged."""
+    name = new_fault_event_type(faults.url, 1)
+    bound_s = 2 * (float(DATABASE_TIMEOUT_S) + ANSWER_MARGIN_S) + 1
+    publishers = [Publisher(faults.url, name, batch=1, timeout_s=3 * bound_s)
+                  for _ in range(24)]
+    for publisher in publishers:
+        publisher.start()
+    try:
+        wait_until(lambda: all(p.ok_since(0) for p in publishers), 20, what="publishing")
+        with faults.frozen("postgres"):
+            frozen = time.monotonic()
+            time.sleep(2 * bound_s)
+            thawing = time.monotonic()
+        wait_until(lambda: all(p.ok_since(thawing) for p in publishers), 30,
+                   what="publishing again")
+    finally:
+        for publisher in publishers:
+            publisher.stop()
+    answers = [a for p in publishers for a in _since(p.answers, frozen) if a.started < thawing]
+    _assert_outage_answers(answers, "PostgreSQL")
+    slowest = max(answer.took for answer in answers)
+    assert slowest < bound_s, f"an answer took {slowest:.1f} s"
+    stored = [event["metadata"]["eid"]
+              for events in read_everything(faults.url, name, 1, unavailable_for_s=10).values()
+              for event in events]
+    acknowledged = [eid for p in publishers for eid in p.acknowledged]
+    twice = [eid for eid, count in Counter(stored).items() if count > 1 and eid in acknowledged]
+    assert not twice, f"{len(twice)} acknowledged events were stored twice"
+    assert set(acknowledged) <= set(stored)
