@@ -17,6 +17,7 @@ from contextlib import contextmanager
 from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any
 
+import gevent
 import gevent.lock
 import psycopg2
 import psycopg2.extensions
@@ -30,6 +31,8 @@ if TYPE_CHECKING:
 
 DEFAULT_TIMEOUT_S = 5.0
 """Connect timeout, and statement timeout of pooled connections (NAKADI_DATABASE_TIMEOUT_S)."""
+PROBE_INTERVAL_S = 1.0
+"""How long a pool whose server hung waits before asking again when refused."""
 ANSWER_MARGIN_S = 2.0
 """How much longer than its ``statement_timeout`` a connection waits for an answer: a
 server that is alive cancels the statement and says so before that."""
@@ -55,6 +58,10 @@ class BoundedConnection(psycopg2.extensions.connection):
         self.wait_limit_s = wait_limit_s
 
 
+class NoAnswer(psycopg2.OperationalError):
+    """The server sent nothing for as long as a wait may last: it hangs."""
+
+
 def _wait_green(conn: psycopg2.extensions.connection) -> None:
     """psycopg2's wait callback: poll the connection, waiting for its socket between polls."""
     limit = getattr(conn, "wait_limit_s", None)
@@ -70,8 +77,8 @@ def _wait_green(conn: psycopg2.extensions.connection) -> None:
         else:
             raise psycopg2.OperationalError(f"unexpected poll state {state!r}")
         if first_ready(*waits, limit) == ([], []):
-            raise psycopg2.OperationalError(f"PostgreSQL did not answer within {limit:g} s "
-                                            "(what it was sent may be done all the same)")
+            raise NoAnswer(f"PostgreSQL did not answer within {limit:g} s "
+                           "(what it was sent may be done all the same)")
 
 
 def connect(dsn: str, timeout_s: float = DEFAULT_TIMEOUT_S,
@@ -92,7 +99,13 @@ def connect(dsn: str, timeout_s: float = DEFAULT_TIMEOUT_S,
 
 
 class ConnectionPool:
-    """A bounded pool of connections to one database, safe to share between greenlets."""
+    """A bounded pool of connections to one database, safe to share between greenlets.
+
+    Once a wait for the server ran out (``NoAnswer``: it hangs), the pool refuses at
+    once until a probe gets an answer again: otherwise every request of a hang that
+    lasts waited out the timeout again (5-12 s each, for as long as it lasted) while
+    ``/health`` had said within a second that PostgreSQL was down.
+    """
 
     def __init__(self, dsn: str, max_size: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.dsn = dsn
@@ -100,6 +113,7 @@ class ConnectionPool:
         self.timeout_s = timeout_s
         self._idle: list[psycopg2.extensions.connection] = []
         self._slots = gevent.lock.BoundedSemaphore(max_size)
+        self._prober: gevent.Greenlet | None = None  # alive while the server hangs
 
     @cached_property
     def notifications(self) -> Notifications:
@@ -113,19 +127,29 @@ class ConnectionPool:
     def connection(self) -> Iterator[psycopg2.extensions.connection]:
         """Borrow a connection. It goes back to the pool outside any transaction;
         a connection that failed is closed and replaced later."""
+        if self._prober is not None:
+            raise psycopg2.OperationalError(
+                "PostgreSQL hangs: a request to it went unanswered, and it has not answered "
+                "since")
         if not self._slots.acquire(timeout=self.timeout_s):
             raise psycopg2.OperationalError(
                 f"none of the {self.max_size} connections to PostgreSQL came free within "
                 f"{self.timeout_s:g} s")
         try:
-            conn = self._idle.pop() if self._idle else connect(
-                self.dsn, self.timeout_s, statement_timeout=True)
+            try:
+                conn = self._idle.pop() if self._idle else connect(
+                    self.dsn, self.timeout_s, statement_timeout=True)
+            except NoAnswer:
+                self._hangs()
+                raise
             try:
                 yield conn
             except BaseException as error:
                 if is_database_outage(error):
                     conn.close()
-                    self.close()  # the idle ones are most likely lost as well
+                    self._close_idle()  # most likely lost as well
+                    if isinstance(error, NoAnswer):
+                        self._hangs()
                 else:
                     self._discard_or_reset(conn)
                 raise
@@ -182,6 +206,30 @@ class ConnectionPool:
             cursor.execute(query, params)
             return cursor.rowcount
 
+    def _hangs(self) -> None:
+        if self._prober is None:
+            self._prober = gevent.spawn(self._probe_until_answered)
+
+    def _probe_until_answered(self) -> None:
+        """Asks the server until it answers. While it hangs an attempt is always waiting
+        (each waits the connect timeout out), so its answer ends the refusals as soon
+        as the server resumes; a refused attempt is made again after a pause."""
+        while True:
+            try:
+                conn = connect(self.dsn, self.timeout_s, statement_timeout=True)
+                try:
+                    with conn.cursor() as cursor:
+                        cursor.execute("SELECT 1")
+                finally:
+                    conn.close()
+            except NoAnswer:
+                continue
+            except psycopg2.Error:
+                gevent.sleep(PROBE_INTERVAL_S)
+            else:
+                self._prober = None
+                return
+
     def _discard_or_reset(self, conn: psycopg2.extensions.connection) -> None:
         if not conn.closed:
             try:
@@ -191,7 +239,13 @@ class ConnectionPool:
             else:
                 self._idle.append(conn)
 
-    def close(self) -> None:
-        """Close every idle connection."""
+    def _close_idle(self) -> None:
         while self._idle:
             self._idle.pop().close()
+
+    def close(self) -> None:
+        """Close every idle connection, and stop probing a server that hangs."""
+        self._close_idle()
+        if self._prober is not None:
+            self._prober.kill()
+            self._prober = None

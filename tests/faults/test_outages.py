@@ -330,3 +330,42 @@ def test_concurrent_publishes_while_postgresql_hangs_fail_together_and_never_twi
     twice = [eid for eid, count in Counter(stored).items() if count > 1 and eid in acknowledged]
     assert not twice, f"{len(twice)} acknowledged events were stored twice"
     assert set(acknowledged) <= set(stored)
+
+
+def test_while_postgresql_hangs_requests_after_the_first_wait_are_refused_at_once(
+        faults: FaultStack):
+    """Every request of a hang that lasted waited out the timeout again (5-12 s each
+    with the default settings); now each worker's first wait that runs out makes its
+    pool refuse at once until PostgreSQL answers its probe again."""
+    name = new_fault_event_type(faults.url, PARTITIONS)
+    session = requests.Session()
+    bound_s = 2 * (float(DATABASE_TIMEOUT_S) + ANSWER_MARGIN_S) + 1
+
+    def ask(method: str, path: str, **kwargs) -> Answer:
+        started = time.monotonic()
+        response = session.request(method, faults.url + path, timeout=3 * bound_s, **kwargs)
+        return Answer(started, time.monotonic() - started, response.status_code,
+                      response.headers.get("Content-Type", ""),
+                      response.headers.get("Retry-After"),
+                      response.json().get("detail", "") if response.status_code == 503 else "")
+
+    def publish() -> Answer:
+        return ask("POST", f"/event-types/{name}/events", json=[business_event()])
+
+    wait_until(lambda: publish().status == 200, 30, what="publishing")
+    answers = []
+    with faults.frozen("postgres"):
+        frozen = time.monotonic()
+        while time.monotonic() - frozen < 2 * bound_s:
+            answers += [publish(), ask("GET", f"/event-types/{name}/partitions")]
+        thawing = time.monotonic()
+    _assert_outage_answers(answers, "PostgreSQL")
+    assert all(answer.status == 503 for answer in answers)
+    slow = [answer.took for answer in answers if answer.took > 1]
+    # At most a wait or two per worker before its pool knows; the rest at once.
+    assert len(slow) <= 4, f"{len(slow)} of {len(answers)} answers took over 1 s: {slow}"
+    assert len(answers) >= 20, f"{len(answers)} answers in {2 * bound_s:g} s: {slow}"
+    assert max(slow) < bound_s
+    wait_until(lambda: publish().status == 200, 10, what="publishing again")
+    print(f"\nPostgreSQL frozen: {len(answers)} answers, {len(slow)} slow;"
+          f" publishing again {time.monotonic() - thawing:.2f} s after it was back")

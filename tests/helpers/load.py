@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import requests
 
 from tests.helpers.broker import business_event
+from tests.helpers.waiting import wait_until
 
 CLIENT_TIMEOUT_S = 6.0
 """A request not answered by then counts as a hang."""
@@ -200,6 +201,10 @@ def new_fault_event_type(url: str, partitions: int = 4) -> str:
         "default_statistic": {"messages_per_minute": 100, "message_size": 100,
                               "read_parallelism": partitions, "write_parallelism": partitions},
     }
-    response = requests.post(url + "/event-types", json=body, timeout=CLIENT_TIMEOUT_S)
+    # The test before may have just brought a service back: each worker serves again
+    # once it noticed, as a client retrying after a 503 finds.
+    response = wait_until(lambda: [r for r in [requests.post(url + "/event-types", json=body,
+                                                             timeout=CLIENT_TIMEOUT_S)]
+                                   if r.status_code != 503], 10, what="a registry that answers")[0]
     assert response.status_code == 201, response.text
     return name

@@ -47,12 +47,41 @@ def test_a_query_the_server_never_answers_fails_after_its_statement_timeout(sett
                 pool.fetch_all("SELECT 1")
             took = time.monotonic() - started
         assert 1 + ANSWER_MARGIN_S <= took < 1 + ANSWER_MARGIN_S + 1.5
-        # The connection was dropped; the next query gets a new one.
-        assert pool.fetch_all("SELECT 1") == [(1,)]
+        # The connection was dropped; once the server answers the pool's probe, the
+        # next query gets a new one.
+        wait_until(lambda: answers(pool), 5, what="the pool serving again")
         with pool.connection() as conn:
             assert conn.info.backend_pid != backend
     finally:
         pool.close()
+
+
+def answers(pool: ConnectionPool) -> bool:
+    try:
+        return pool.fetch_all("SELECT 1") == [(1,)]
+    except psycopg2.OperationalError:
+        return False
+
+
+def test_after_a_wait_ran_out_the_pool_refuses_at_once_until_the_server_answers():
+    """A hang that lasts cost every request the whole timeout again; now only the first
+    waits, and a probe each second finds the server back."""
+    silent = socket.create_server(("127.0.0.1", 0))  # accepts, never answers
+    try:
+        pool = ConnectionPool(f"postgresql://nobody@127.0.0.1:{silent.getsockname()[1]}/none",
+                              2, timeout_s=1)
+        with gevent.Timeout(SAFETY_S):
+            with pytest.raises(psycopg2.OperationalError, match="did not answer within"):
+                pool.fetch_all("SELECT 1")
+            for _ in range(3):
+                started = time.monotonic()
+                with pytest.raises(psycopg2.OperationalError, match="PostgreSQL hangs"):
+                    pool.fetch_all("SELECT 1")
+                assert time.monotonic() - started < 0.1
+                gevent.sleep(1)
+            pool.close()  # stops probing
+    finally:
+        silent.close()
 
 
 def test_a_server_that_accepts_and_never_answers_fails_the_connect_in_time():
