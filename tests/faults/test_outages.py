@@ -369,3 +369,40 @@ def test_while_postgresql_hangs_requests_after_the_first_wait_are_refused_at_onc
     wait_until(lambda: publish().status == 200, 10, what="publishing again")
     print(f"\nPostgreSQL frozen: {len(answers)} answers, {len(slow)} slow;"
           f" publishing again {time.monotonic() - thawing:.2f} s after it was back")
+
+
+def test_while_the_kafka_broker_hangs_publishes_after_the_first_wait_are_refused_fast(
+        faults: FaultStack):
+    """A broker that hangs keeps its connections, and librdkafka reports nothing: every
+    publish to a kafka event type waited out NAKADI_KAFKA_TIMEOUT_S (10 s each with the
+    default settings) for as long as it hung. Now, once a publish waited it out, the
+    engine refuses at once, one caller a second asking the broker again (1 s at most)."""
+    name = new_fault_event_type(faults.url, PARTITIONS)
+    move_to(faults.url, name, "kafka")
+    session = requests.Session()
+    bound_s = 2 * float(KAFKA_TIMEOUT_S) + 1
+
+    def publish() -> Answer:
+        started = time.monotonic()
+        response = session.post(f"{faults.url}/event-types/{name}/events",
+                                json=[business_event()], timeout=3 * bound_s)
+        return Answer(started, time.monotonic() - started, response.status_code,
+                      response.headers.get("Content-Type", ""),
+                      response.headers.get("Retry-After"),
+                      response.json().get("detail", "") if response.status_code == 503 else "")
+
+    wait_until(lambda: publish().status == 200, 30, what="publishing to kafka")
+    answers = []
+    with faults.frozen("broker"):
+        frozen = time.monotonic()
+        while time.monotonic() - frozen < 2 * bound_s:
+            answers.append(publish())
+        thawing = time.monotonic()
+    _assert_outage_answers(answers, "Kafka")
+    waited = [answer.took for answer in answers if answer.took > 1.5]
+    # Each worker waits the timeout out once; then at most a probe's second at a time.
+    assert len(waited) <= 2, f"{len(waited)} of {len(answers)} publishes waited: {waited}"
+    assert len(answers) >= 20, f"{len(answers)} answers in {2 * bound_s:g} s: {waited}"
+    wait_until(lambda: publish().status == 200, 15, what="publishing again")
+    print(f"\nKafka broker frozen: {len(answers)} answers, {len(waited)} waited;"
+          f" publishing again {time.monotonic() - thawing:.2f} s after it was back")

@@ -2,16 +2,20 @@
 
 librdkafka reports "all brokers are down" through its error callback, then keeps
 retrying quietly: a produce would wait for its acknowledgements until the
-engine's timeout. Once that report came, ``raise_if_down`` refuses at once
-(``StorageUnavailable``, a 503), except that at most once a second one caller
-asks the broker for metadata; when it answers, the outage is over.
+engine's timeout. Once that report came, or a call waited its timeout out (a
+broker that hangs keeps its connections, and librdkafka reports nothing: every
+publish waited 10 s for as long as it hung), ``raise_if_down`` refuses at once
+(``StorageUnavailable``, a 503) while a greenlet asks the broker for metadata, a
+second at most for each attempt and one a second; when it answers, the outage is
+over. (The caller itself asked once a second until 2026-11-29: one publishing
+request after another each waited that second.)
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from time import monotonic
 
+import gevent
 from confluent_kafka import KafkaError
 
 from app.storage.engine import StorageUnavailable
@@ -32,13 +36,18 @@ class BrokerAvailability:
         self._threads = threads
         self._on_down = on_down
         self._down: str | None = None
-        self._next_probe = 0.0
+        self._prober: gevent.Greenlet | None = None
 
     def client_error(self, error: KafkaError) -> None:
         """Fed with librdkafka's errors (from any thread)."""
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
             self._down = error.str()
             self._threads.call_on_hub(self._on_down)
+
+    def unanswered(self, error: StorageUnavailable) -> None:
+        """A call to the broker waited its timeout out: it hangs, or is gone."""
+        if self._down is None:
+            self._down = error.reason
 
     @property
     def down(self) -> bool:
@@ -49,16 +58,19 @@ class BrokerAvailability:
         reason = self._down
         if reason is None:
             return
-        now = monotonic()
-        if now >= self._next_probe:
-            self._next_probe = now + PROBE_INTERVAL_S
+        if self._prober is None or self._prober.dead:
+            self._prober = gevent.spawn(self._probe_until_answered)
+        raise StorageUnavailable(KAFKA, reason)
+
+    def _probe_until_answered(self) -> None:
+        while self._down is not None:
             try:
                 self._topics.check(PROBE_TIMEOUT_S)
             except StorageUnavailable as error:  # still down
-                reason = error.reason
+                self._down = error.reason
             except Exception as error:  # still down, whatever the way it fails
-                reason = str(error)
+                self._down = str(error)
             else:
                 self._down = None
                 return
-        raise StorageUnavailable(KAFKA, reason)
+            gevent.sleep(PROBE_INTERVAL_S)

@@ -117,6 +117,9 @@ class KafkaEngine(StorageEngine):
             self._topics.check_partition(topic, partition)
         results = self._appender.append_many(topic, batches, keys)
         if any(isinstance(result, StorageError) for result in results.values()):
+            for result in results.values():
+                if isinstance(result, StorageUnavailable):  # not acknowledged in time
+                    self._availability.unanswered(result)
             if self._availability.down:  # not acknowledged because the brokers went away
                 return {partition: StorageUnavailable(KAFKA, str(result))
                         if isinstance(result, StorageError)
@@ -184,7 +187,8 @@ class KafkaEngine(StorageEngine):
         partitions = range(self._topics.partition_count(topic))
         try:
             return self._threads.run(topic, call, partitions)
-        except StorageUnavailable:
+        except StorageUnavailable as error:
+            self._availability.unanswered(error)
             raise
         except StorageError:
             self._topics.raise_if_gone(topic)
