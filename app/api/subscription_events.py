@@ -122,6 +122,9 @@ def _stream(subscription_id: str, source: Mapping[str, str],
     def engine_for(storage_id: str) -> StorageEngine:
         return current.engines.get(storage_id)
 
+    # A 503 now, as a low-level stream gets, not a 200 whose stream ends at its first read.
+    for storage_id in partitions.storage_ids():
+        engine_for(storage_id).raise_if_known_down()
     state = SubscriptionState(current.zookeeper, subscription.id)
     meter = StreamMeter(current.kpis, current.kpis.client(g.subject),
                         subscription=subscription.id)

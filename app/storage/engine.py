@@ -337,6 +337,11 @@ class StorageEngine(ABC):
         (a Kafka producer's connection and id take half a second). Nothing by default."""
         return None
 
+    def raise_if_known_down(self) -> None:
+        """``StorageUnavailable`` when the storage is known to be down, without asking
+        it: what a stream checks before its 200. Nothing by default."""
+        return None
+
     @abstractmethod
     def check(self) -> None:
         """Raise ``StorageError`` when the storage does not answer."""

@@ -46,6 +46,11 @@ class SubscriptionPartitions:
                 return found[1]
         return self.timelines[event_type]
 
+    def storage_ids(self) -> set[str]:
+        """The storages the event types' timelines are in."""
+        return {timeline.storage_id for timelines in self.timelines.values()
+                for timeline in timelines.items}
+
     def partition_keys(self) -> list[PartitionKey]:
         return sorted(((name, str(p)) for name, timeline in self.timelines.items()
                        for p in range(timeline.partitions)), key=key_order)

@@ -12,6 +12,7 @@ from tests.api.conftest import assert_problem
 from tests.faults.conftest import FaultStack
 from tests.helpers.load import new_fault_event_type
 from tests.helpers.subscription_streams import StreamClient, connect, events_of, open_stream
+from tests.helpers.timelines import move_to
 from tests.helpers.waiting import wait_until
 
 
@@ -45,3 +46,30 @@ def test_zookeeper_killed_under_a_subscription_stream(faults: FaultStack):
         again.vanish()
     requests.delete(f"{faults.url}/subscriptions/{sid}")
     requests.delete(f"{faults.url}/event-types/{name}")
+
+
+def test_a_subscription_stream_on_a_broker_known_down_is_a_503(faults: FaultStack):
+    """As a low-level stream is: it used to answer 200 and end within a second, so a
+    consumer that reconnects whenever its stream ends looped on 200s, without the
+    Retry-After of a 503."""
+    name = new_fault_event_type(faults.url, 1)
+    move_to(faults.url, name, "kafka")
+    created = requests.post(f"{faults.url}/subscriptions", json={
+        "owning_application": "faults", "event_types": [name], "read_from": "begin"})
+    sid = created.json()["id"]
+    first = connect(faults.url, sid, batch_flush_timeout=1)  # offsets stored
+    first.vanish()
+    with faults.frozen("broker"):
+        publish = requests.post(f"{faults.url}/event-types/{name}/events",
+                                json=[{"order_number": "A", "amount": 1, "metadata": {
+                                    "eid": str(uuid.uuid4()),
+                                    "occurred_at": "2026-11-22T10:00:00Z"}}], timeout=30)
+        assert publish.status_code == 503  # after waiting the broker's timeout out
+        # (a 503 Response is falsy: wait for a list holding it)
+        [refused] = wait_until(lambda: [r for r in [open_stream(faults.url, sid)]
+                                        if r.status_code != 409], 20, what="an answer")
+        assert "Kafka" in assert_problem(refused, 503)["detail"]
+        assert "Retry-After" in refused.headers
+    again = connect(faults.url, sid, batch_flush_timeout=1)
+    again.vanish()
+    requests.delete(f"{faults.url}/subscriptions/{sid}")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -113,8 +113,7 @@ class KafkaEngine(StorageEngine):
         once for all acknowledgements; each partition succeeds or fails on its own."""
         batches = {partition: payloads for partition, payloads in batches.items() if payloads}
         self._availability.raise_if_down()
-        for partition in batches:
-            self._topics.check_partition(topic, partition)
+        self._check_partitions(topic, batches)
         results = self._appender.append_many(topic, batches, keys)
         if any(isinstance(result, StorageError) for result in results.values()):
             for result in results.values():
@@ -132,12 +131,21 @@ class KafkaEngine(StorageEngine):
                 self._topics.raise_if_gone(topic)
         return results
 
+    def _check_partitions(self, topic: str, partitions: Iterable[int]) -> None:
+        """``StorageError`` unless the topic has the partitions (its metadata may be asked
+        for); a broker that does not answer is down from then on."""
+        try:
+            for partition in partitions:
+                self._topics.check_partition(topic, partition)
+        except StorageUnavailable as error:
+            self._availability.unanswered(error)
+            raise
+
     # -- reading --------------------------------------------------------------
 
     def reader(self, topic: str, positions: Mapping[int, int]) -> KafkaStreamReader:
         self._availability.raise_if_down()
-        for partition in positions:
-            self._topics.check_partition(topic, partition)
+        self._check_partitions(topic, positions)
         following = {partition: after + 1 for partition, after in positions.items()}
         ends = self._ends.get(topic, {})
         consumer = None
@@ -198,6 +206,9 @@ class KafkaEngine(StorageEngine):
 
     def warm_up(self) -> None:
         self._appender.start()
+
+    def raise_if_known_down(self) -> None:
+        self._availability.raise_if_down()
 
     def check(self) -> None:
         self._availability.raise_if_down()
