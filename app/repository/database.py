@@ -127,7 +127,7 @@ class ConnectionPool:
     def connection(self) -> Iterator[psycopg2.extensions.connection]:
         """Borrow a connection. It goes back to the pool outside any transaction;
         a connection that failed is closed and replaced later."""
-        if self._prober is not None:
+        if self._hanging():
             raise psycopg2.OperationalError(
                 "PostgreSQL hangs: a request to it went unanswered, and it has not answered "
                 "since")
@@ -206,8 +206,13 @@ class ConnectionPool:
             cursor.execute(query, params)
             return cursor.rowcount
 
+    def _hanging(self) -> bool:
+        """Whether the server hangs (a probe that died of something unforeseen does not
+        keep the pool refusing)."""
+        return self._prober is not None and not self._prober.dead
+
     def _hangs(self) -> None:
-        if self._prober is None:
+        if not self._hanging():
             self._prober = gevent.spawn(self._probe_until_answered)
 
     def _probe_until_answered(self) -> None:
