@@ -56,6 +56,7 @@ class BoundedConnection(psycopg2.extensions.connection):
         self.wait_limit_s: float | None = connect_limit_s  # read while super() connects
         super().__init__(dsn, *args, **kwargs)
         self.wait_limit_s = wait_limit_s
+        self.prepared: set[str] = set()  # names PREPAREd on this session
 
 
 class NoAnswer(psycopg2.OperationalError):

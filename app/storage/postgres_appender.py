@@ -50,6 +50,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import gevent
 import gevent.event
@@ -58,7 +59,7 @@ from psycopg2.extensions import ISQLQuote
 
 from app.dependencies import is_database_outage
 from app.green_wait import until_idle
-from app.repository.database import ConnectionPool
+from app.repository.database import BoundedConnection, ConnectionPool
 from app.storage.engine import line_ends
 
 CHANNEL = "nakadi_log"
@@ -85,7 +86,10 @@ log = logging.getLogger(__name__)
 #
 # The statement is prepared once per connection (parsing and planning it cost
 # about as much server time as running it for one event); LISTEN already ties
-# the engine to session pooling, so prepared statements add no constraint.
+# the engine to session pooling, so prepared statements add no constraint. The
+# connection remembers it: trying EXECUTE first logged an ERROR in PostgreSQL's
+# log for every new connection.
+PREPARED_NAME = "nakadi_append_chunks"
 PREPARE_APPEND = """
 PREPARE nakadi_append_chunks (bigint[], integer[], bigint[], text[], bytea[], text) AS
 WITH chunks AS (
@@ -253,11 +257,11 @@ class GroupAppender:
                   "payloads": chunks, "ends": ends, "channel": CHANNEL}
         try:
             with self._pool.statement() as cursor:
-                try:
-                    cursor.execute(APPEND, params)
-                except psycopg2.errors.InvalidSqlStatementName:  # a new connection
+                prepared = cast(BoundedConnection, cursor.connection).prepared
+                if PREPARED_NAME not in prepared:  # a new connection
                     cursor.execute(PREPARE_APPEND)
-                    cursor.execute(APPEND, params)
+                    prepared.add(PREPARED_NAME)
+                cursor.execute(APPEND, params)
                 rows = cursor.fetchall()
         except psycopg2.errors.NotNullViolation:
             raise MissingPartitions() from None
