@@ -23,6 +23,7 @@ from app.security.guard import (
     require_consumer_of_event_types,
     require_subscription,
     require_subscription_reader,
+    require_subscription_viewer,
 )
 from app.security.policy import Operation
 from app.security.scopes import Scope
@@ -51,7 +52,7 @@ def _no_content() -> Response:
 def committed(subscription_id: str) -> Response:
     """The committed cursors; none before the subscription's first stream or reset."""
     subscription = subscription_or_404(subscription_id)
-    require_subscription(subscription, Operation.READ)
+    require_subscription_viewer(subscription)
     partitions = subscription_partitions_of(subscription)
     state = SubscriptionState(services().zookeeper, subscription.id)
     items = []

@@ -11,8 +11,7 @@ from app.api.lookups import (
 )
 from app.api.params import bool_param
 from app.coordination.subscription_state import SubscriptionState
-from app.security.guard import needs_scope, require_subscription
-from app.security.policy import Operation
+from app.security.guard import needs_scope, require_subscription_viewer
 from app.security.scopes import Scope
 from app.services import services
 from app.subscriptions.stats import subscription_stats
@@ -25,7 +24,7 @@ blueprint = Blueprint("subscription_stats", __name__)
 def stats(subscription_id: str) -> Response:
     current = services()
     subscription = subscription_or_404(subscription_id)
-    require_subscription(subscription, Operation.READ)
+    require_subscription_viewer(subscription)
     show_time_lag = bool_param("show_time_lag")
     partitions = subscription_partitions_of(subscription)
     bounds = subscription_bounds(partitions)

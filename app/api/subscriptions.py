@@ -14,6 +14,7 @@ from app.security.guard import (
     needs_scope,
     require_consumer,
     require_subscription,
+    subscription_viewing,
 )
 from app.security.policy import Operation
 from app.security.scopes import Scope
@@ -80,7 +81,8 @@ def list_subscriptions() -> Response:
     if show_status:
         query.append(("show_status", "true"))
     return jsonify({"_links": pagination_links(offset, limit, page.has_more, query),
-                    "items": crud.listed_views(page.items, show_status)})
+                    "items": crud.listed_views(page.items, show_status,
+                                               subscription_viewing)})
 
 
 @blueprint.get("/subscriptions/<subscription_id>")

@@ -136,6 +136,28 @@ def require_subscription(subscription: Subscription, operation: Operation) -> No
                                            operation))
 
 
+def subscription_viewing(subscription: Subscription) -> Decision:
+    """Whether the caller may see the subscription's committed cursors and stats: a
+    reader of it and of every event type it reads, since they tell the event types'
+    offsets and counts (not blacklisted consumers too: looking consumes nothing)."""
+    policy = current_policy()
+    decision = policy.subscription(subscription.id, subscription.authorization,
+                                   Operation.READ)
+    event_types = services().event_types
+    for name in subscription.event_types:
+        if not decision:
+            break
+        found = event_types.get(name)
+        if found is not None:
+            decision = policy.event_type(name, found[0].authorization, Operation.READ)
+    return decision
+
+
+def require_subscription_viewer(subscription: Subscription) -> None:
+    """403 unless ``subscription_viewing`` allows it."""
+    _enforce(subscription_viewing(subscription))
+
+
 def require_subscription_reader(subscription: Subscription) -> None:
     """403 unless the caller may stream and commit: a reader of the subscription and of
     every event type it reads, and not blacklisted as their consumer."""

@@ -188,14 +188,17 @@ def list_subscriptions(owning_application: str | None, event_types: Sequence[str
                                          offset, limit)
 
 
-def listed_views(subscriptions: Sequence[Subscription], show_status: bool
+def listed_views(subscriptions: Sequence[Subscription], show_status: bool,
+                 may_view: Callable[[Subscription], object] = lambda _: True
                  ) -> list[dict[str, Any]]:
-    """The items of a listing; with ``show_status`` each has the ``status`` of its
-    partitions (who streams them)."""
+    """The items of a listing; with ``show_status`` each that ``may_view`` allows has
+    the ``status`` of its partitions (who streams them: the stream ids commits need),
+    as its stats would."""
     views = [subscription_view(subscription) for subscription in subscriptions]
     if show_status:
         for view, subscription in zip(views, subscriptions, strict=True):
-            view["status"] = _status(subscription)
+            if may_view(subscription):
+                view["status"] = _status(subscription)
     return views
 
 

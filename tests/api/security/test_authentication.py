@@ -103,9 +103,11 @@ def test_missing_scope_is_a_403_naming_it(secure_url, protected_event_types):
     assert requests.get(secure_url + "/event-types", headers=auth("carol")).status_code == 200
 
 
-@pytest.mark.parametrize("path", ["/subscriptions", f"/subscriptions/{uuid.uuid4()}"])
-def test_reading_subscriptions_needs_the_read_scope(secure_url, path):
-    """The spec asks nakadi.event_stream.read of both; they asked for none."""
+@pytest.mark.parametrize("path", ["/subscriptions", f"/subscriptions/{uuid.uuid4()}",
+                                  "/registry/partition-strategies",
+                                  "/registry/enrichment-strategies"])
+def test_reading_subscriptions_and_the_registry_needs_the_read_scope(secure_url, path):
+    """The spec asks nakadi.event_stream.read of these; they asked for none."""
     response = requests.get(secure_url + path, headers=auth("carol"))
     assert "nakadi.event_stream.read" in assert_problem(response, 403)["detail"]
     assert requests.get(secure_url + "/subscriptions", headers=auth("bob")).status_code == 200

@@ -186,6 +186,39 @@ def test_streaming_needs_reading_every_event_type_too(secure_url, protected_subs
     assert stream_status(secure_url, subscription_id, auth("alice")) == 200
 
 
+@pytest.mark.parametrize("path", ["stats", "cursors"])
+def test_stats_and_cursors_need_reading_every_event_type_too(secure_url, protected_subscription,
+                                                            path):
+    """They tell the event types' counts and offsets: a subscription open to everyone
+    showed them to callers who may not read its event types."""
+    everyone = {"admins": EVERYONE, "readers": EVERYONE}
+    only_alice = {"admins": SECTION["admins"], "writers": SECTION["admins"],
+                  "readers": [{"data_type": "user", "value": "alice"}]}
+    subscription_id = protected_subscription(everyone, only_alice)
+    response = requests.get(f"{secure_url}/subscriptions/{subscription_id}/{path}",
+                            headers=auth("bob"))
+    assert "user:bob may not read EventType" in assert_problem(response, 403)["detail"]
+    assert view_status(path)(secure_url, subscription_id, auth("alice")) == 200
+
+
+def test_a_listing_shows_status_only_of_subscriptions_whose_stats_the_caller_may_see(
+        secure_url, protected_subscription):
+    everyone = {"admins": EVERYONE, "readers": EVERYONE}
+    visible = protected_subscription(everyone, {**everyone, "writers": EVERYONE})
+    hidden = protected_subscription()  # readers: service:stups_app
+
+    def statuses(subject: str) -> dict[str, bool]:
+        response = requests.get(secure_url + "/subscriptions", headers=auth(subject),
+                                params={"owning_application": "sec-test",
+                                        "show_status": "true", "limit": 1000})
+        assert response.status_code == 200, response.text
+        return {item["id"]: "status" in item for item in response.json()["items"]
+                if item["id"] in (visible, hidden)}
+
+    assert statuses("bob") == {visible: True, hidden: False}
+    assert statuses("app") == {visible: True, hidden: True}
+
+
 def test_a_subscription_stream_closes_when_its_reader_loses_permission(
         secure_url, protected_subscription):
     subscription_id = protected_subscription()
