@@ -18,6 +18,7 @@ from app.repository import event_types as repository
 from app.security.guard import (
     feature_enabled,
     needs_scope,
+    require_admin_for_kpi_names,
     require_event_type,
     require_feature_off,
 )
@@ -66,7 +67,10 @@ def list_event_types() -> Response:
 def create() -> tuple[str, int]:
     require_feature_off(Feature.DISABLE_EVENT_TYPE_CREATION,
                         "Creating event types is disabled for now; try again later.")
-    created = operations.create(services(), json_body())
+    body = json_body()
+    if isinstance(body, dict) and isinstance(body.get("name"), str):
+        require_admin_for_kpi_names(body["name"])
+    created = operations.create(services(), body)
     services().kpis.event_type_logged(created, "created")
     return "", 201
 
@@ -82,6 +86,7 @@ def get(name: str) -> Response:
 def update(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)
+    require_admin_for_kpi_names(name)
     updated = operations.update(services(), stored, json_body())
     services().kpis.event_type_logged(updated, "updated")
     return "", 200
@@ -92,6 +97,7 @@ def update(name: str) -> tuple[str, int]:
 def delete(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)
+    require_admin_for_kpi_names(name)
     require_feature_off(Feature.DISABLE_EVENT_TYPE_DELETION,
                         "Deleting event types is disabled for now; try again later.")
     try:
@@ -118,6 +124,7 @@ def list_schemas(name: str) -> Response:
 def add_schema(name: str) -> tuple[str, int]:
     stored, _ = event_type_or_404(name, fresh=True)
     require_event_type(stored, Operation.ADMIN)
+    require_admin_for_kpi_names(name)
     updated = operations.add_schema(services(), stored, json_body())
     services().kpis.event_type_logged(updated, "updated")
     return "", 200

@@ -19,6 +19,7 @@ from app.current import current_globals, current_request
 from app.domain.event_type import EventType
 from app.domain.security import AdminPermission, Feature
 from app.domain.subscription import Subscription
+from app.monitoring.kpi_event_types import KPI_EVENT_TYPES
 from app.problems import Problem, problem_response
 from app.security.authentication import AuthenticationUnavailable, Unauthenticated
 from app.security.policy import Decision, Operation, Policy
@@ -176,6 +177,16 @@ def require_consumer_of_event_types(subscription: Subscription) -> None:
 def require_admin(permission: AdminPermission) -> None:
     """403 unless the caller is a Nakadi administrator with that permission."""
     _enforce(current_policy().admin(permission))
+
+
+def require_admin_for_kpi_names(name: str) -> None:
+    """403 for creating, changing or deleting one of the broker's KPI event types,
+    unless the caller is a Nakadi administrator (``writers``): the broker publishes
+    every tenant's use into whichever event type has the name, so anyone who created it
+    first, or changed its readers, read all of it alone."""
+    if name in KPI_EVENT_TYPES and not current_policy().is_admin(AdminPermission.WRITE):
+        raise Problem(403, f"'{name}' is one of the broker's KPI event types: only Nakadi "
+                           "administrators may create, change or delete it")
 
 
 def require_feature_off(feature: Feature, detail: str) -> None:

@@ -171,3 +171,31 @@ def test_the_stream_check_applies_to_every_worker(secure_url, protected_event_ty
                    for _ in range(6))
 
     wait_until(refused_everywhere, what="alice refused on every worker")
+
+
+def test_only_nakadi_admins_create_change_or_delete_the_kpi_event_types(secure_url):
+    """The broker publishes every tenant's use into whichever event type has a KPI
+    name: bob could create one first as its only reader, or change the readers of
+    the broker's, and read it all alone."""
+    name = "nakadi.subscription.log"
+    requests.delete(f"{secure_url}/event-types/{name}", headers=auth("root"))
+    only_bob = {key: [{"data_type": "user", "value": "bob"}]
+                for key in ("admins", "readers", "writers")}
+    detail = assert_problem(requests.post(secure_url + "/event-types", headers=auth("bob"),
+                                          json=event_type_body(name, only_bob)), 403)["detail"]
+    assert "KPI event types" in detail
+    open_to_all = event_type_body(name, None)
+    created = requests.post(secure_url + "/event-types", headers=auth("root"), json=open_to_all)
+    assert created.status_code == 201, created.text
+    try:
+        # Open to every caller, as the broker creates them, but not to be taken over.
+        changed = requests.put(f"{secure_url}/event-types/{name}", headers=auth("bob"),
+                               json=event_type_body(name, only_bob))
+        assert "KPI event types" in assert_problem(changed, 403)["detail"]
+        deleted = requests.delete(f"{secure_url}/event-types/{name}", headers=auth("bob"))
+        assert "KPI event types" in assert_problem(deleted, 403)["detail"]
+        assert requests.get(f"{secure_url}/event-types/{name}/partitions",
+                            headers=auth("bob")).status_code == 200
+    finally:
+        assert requests.delete(f"{secure_url}/event-types/{name}",
+                               headers=auth("root")).status_code == 200
