@@ -6,12 +6,12 @@ from the database every time. Greenlets missing the same key at once share one
 read (``SharedCalls``): thousands of streams of one event type reconnecting to a
 fresh worker ask PostgreSQL once or twice, not once each.
 
-What was kept when the listening connection was lost stays as a fallback, used
-only while the database cannot be read: a kafka event type's publishing and
-streams do not need PostgreSQL, and an outage of it must not stop them (every
-open stream's next lookup failed, and ended it without a last line). Nothing
-can change in the registry while its database is away; a change missed just
-before the connection was lost is served until the database answers again.
+What was kept when the listening connection was lost, and what was read while it
+was, stays as a fallback, used only while the database cannot be read: a kafka
+event type's publishing and streams do not need PostgreSQL, and an outage of it
+must not stop them (every open stream's next lookup failed, and ended it without
+a last line). Nothing can change in the registry while its database is away; a
+change missed just before is served until the database answers again.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class NotifiedCache(Generic[V]):
         self._pool = pool
         self._load = load
         self._entries: dict[str, V] = {}
-        self._fallback: dict[str, V] = {}  # kept while not listening, for outages only
+        self._fallback: dict[str, V] = {}  # the last read while not listening, for outages
         self._loads: SharedCalls[str, V | None] = SharedCalls()
         # Bumped by every invalidation: a load that raced with one is not kept.
         self._generation = 0
@@ -58,9 +58,13 @@ class NotifiedCache(Generic[V]):
             if outage is error:
                 raise
             raise outage from error
-        self._fallback.pop(key, None)
-        if entry is not None and listening and generation == self._generation:
+        if entry is None:
+            self._fallback.pop(key, None)
+        elif listening and generation == self._generation:
             self._entries[key] = entry
+            self._fallback.pop(key, None)
+        else:  # not known to stay current: read again next time, kept for outages only
+            self._fallback[key] = entry
         return entry
 
     def _forget(self, keys: set[str]) -> None:

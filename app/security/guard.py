@@ -140,7 +140,8 @@ def require_subscription(subscription: Subscription, operation: Operation) -> No
 def subscription_viewing(subscription: Subscription) -> Decision:
     """Whether the caller may see the subscription's committed cursors and stats: a
     reader of it and of every event type it reads, since they tell the event types'
-    offsets and counts (not blacklisted consumers too: looking consumes nothing)."""
+    offsets and counts. A consumer the blacklist blocks may still look: looking
+    consumes nothing."""
     policy = current_policy()
     decision = policy.subscription(subscription.id, subscription.authorization,
                                    Operation.READ)

@@ -189,8 +189,7 @@ def list_subscriptions(owning_application: str | None, event_types: Sequence[str
 
 
 def listed_views(subscriptions: Sequence[Subscription], show_status: bool,
-                 may_view: Callable[[Subscription], object] = lambda _: True
-                 ) -> list[dict[str, Any]]:
+                 may_view: Callable[[Subscription], object]) -> list[dict[str, Any]]:
     """The items of a listing; with ``show_status`` each that ``may_view`` allows has
     the ``status`` of its partitions (who streams them: the stream ids commits need),
     as its stats would."""

@@ -114,6 +114,10 @@ def test_what_was_kept_serves_while_the_database_cannot_be_read(pool, stored):
             cache.get("never.kept")
 
         outage["on"] = False
+        # Listening again (one connection for every channel of the pool's process).
+        again = own.notifications.listener(CHANGES_CHANNEL, lambda _: None, lambda: None)
+        wait_until(again.ensure_listening, timeout=15, what="listening again")
+        again.close()
         changed = replace(stored, owning_application="changed")
         repository.update_event_type(pool, changed, new_schema_version=False,
                                      evolved_from=stored)
