@@ -36,6 +36,7 @@ from tests.helpers.load import (
     Answer,
     Publisher,
     Streamer,
+    answer_to,
     check_exactly_once_in_order,
     new_fault_event_type,
     read_everything,
@@ -343,11 +344,8 @@ def test_while_postgresql_hangs_requests_after_the_first_wait_are_refused_at_onc
 
     def ask(method: str, path: str, **kwargs) -> Answer:
         started = time.monotonic()
-        response = session.request(method, faults.url + path, timeout=3 * bound_s, **kwargs)
-        return Answer(started, time.monotonic() - started, response.status_code,
-                      response.headers.get("Content-Type", ""),
-                      response.headers.get("Retry-After"),
-                      response.json().get("detail", "") if response.status_code == 503 else "")
+        return answer_to(started, session.request(method, faults.url + path,
+                                                  timeout=3 * bound_s, **kwargs))
 
     def publish() -> Answer:
         return ask("POST", f"/event-types/{name}/events", json=[business_event()])
@@ -384,12 +382,8 @@ def test_while_the_kafka_broker_hangs_publishes_after_the_first_wait_are_refused
 
     def publish() -> Answer:
         started = time.monotonic()
-        response = session.post(f"{faults.url}/event-types/{name}/events",
-                                json=[business_event()], timeout=3 * bound_s)
-        return Answer(started, time.monotonic() - started, response.status_code,
-                      response.headers.get("Content-Type", ""),
-                      response.headers.get("Retry-After"),
-                      response.json().get("detail", "") if response.status_code == 503 else "")
+        return answer_to(started, session.post(f"{faults.url}/event-types/{name}/events",
+                                               json=[business_event()], timeout=3 * bound_s))
 
     wait_until(lambda: publish().status == 200, 30, what="publishing to kafka")
     answers = []

@@ -33,7 +33,8 @@ class Answer:
     error: str = ""
 
 
-def _answer(started: float, response: requests.Response) -> Answer:
+def answer_to(started: float, response: requests.Response) -> Answer:
+    """The Answer of a request started at ``started`` (``time.monotonic()``)."""
     detail = ""
     if response.headers.get("Content-Type") == "application/problem+json":
         detail = response.json().get("detail", "")
@@ -77,7 +78,7 @@ class Publisher(threading.Thread):
                     session.close()
                     time.sleep(0.05)
                     continue
-                self.answers.append(_answer(started, response))
+                self.answers.append(answer_to(started, response))
                 if response.status_code == 200:
                     self.acknowledged += [event["metadata"]["eid"] for event in events]
                 else:
@@ -117,7 +118,7 @@ class Streamer(threading.Thread):
                 with requests.get(endpoint, params={"batch_flush_timeout": "1",
                                                     "stream_timeout": "2"},
                                   stream=True, timeout=self.timeout_s) as response:
-                    self.answers.append(_answer(started, response))
+                    self.answers.append(answer_to(started, response))
                     if response.status_code != 200:
                         time.sleep(0.1)
                         continue
