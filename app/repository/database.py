@@ -233,8 +233,7 @@ class ConnectionPool:
             except psycopg2.Error:
                 gevent.sleep(PROBE_INTERVAL_S)
             else:
-                self._prober = None
-                return
+                return  # the greenlet ends: the pool serves again
 
     def _discard_or_reset(self, conn: psycopg2.extensions.connection) -> None:
         if not conn.closed:

@@ -22,7 +22,7 @@ from app.domain.subscription import Subscription
 from app.monitoring.kpi_event_types import KPI_EVENT_TYPES
 from app.problems import Problem, problem_response
 from app.security.authentication import AuthenticationUnavailable, Unauthenticated
-from app.security.policy import Decision, Operation, Policy
+from app.security.policy import ALLOWED, Decision, Operation, Policy
 from app.security.scopes import Scope
 from app.security.service import Security
 from app.security.settings_cache import SettingsUnavailable
@@ -121,13 +121,28 @@ def require_event_type(event_type: EventType, operation: Operation) -> None:
         _enforce(policy.may_publish(event_type.name))
 
 
+def _reading(policy: Policy, event_types: Sequence[EventType]) -> Decision:
+    """Whether the caller reads every one of the event types (the first refusal)."""
+    for event_type in event_types:
+        decision = policy.event_type(event_type.name, event_type.authorization,
+                                     Operation.READ)
+        if not decision:
+            return decision
+    return ALLOWED
+
+
+def _event_types_of(subscription: Subscription) -> list[EventType]:
+    """The subscription's event types that still exist."""
+    event_types = services().event_types
+    found = [event_types.get(name) for name in subscription.event_types]
+    return [entry[0] for entry in found if entry is not None]
+
+
 def require_consumer(event_types: Sequence[EventType]) -> None:
     """403 unless the caller may open a stream of all these event types: a reader of
     each, and not blacklisted as their consumer."""
     policy = current_policy()
-    for event_type in event_types:
-        _enforce(policy.event_type(event_type.name, event_type.authorization,
-                                   Operation.READ))
+    _enforce(_reading(policy, event_types))
     _enforce(policy.may_consume([event_type.name for event_type in event_types]))
 
 
@@ -145,14 +160,7 @@ def subscription_viewing(subscription: Subscription) -> Decision:
     policy = current_policy()
     decision = policy.subscription(subscription.id, subscription.authorization,
                                    Operation.READ)
-    event_types = services().event_types
-    for name in subscription.event_types:
-        if not decision:
-            break
-        found = event_types.get(name)
-        if found is not None:
-            decision = policy.event_type(name, found[0].authorization, Operation.READ)
-    return decision
+    return _reading(policy, _event_types_of(subscription)) if decision else decision
 
 
 def require_subscription_viewer(subscription: Subscription) -> None:
@@ -170,9 +178,7 @@ def require_subscription_reader(subscription: Subscription) -> None:
 def require_consumer_of_event_types(subscription: Subscription) -> None:
     """403 unless the caller may read every event type the subscription reads (and is
     not blacklisted as their consumer)."""
-    event_types = services().event_types
-    found = [event_types.get(name) for name in subscription.event_types]
-    require_consumer([entry[0] for entry in found if entry is not None])
+    require_consumer(_event_types_of(subscription))
 
 
 def require_admin(permission: AdminPermission) -> None:
