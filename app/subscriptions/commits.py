@@ -148,7 +148,13 @@ def _remember(subscription_id: str, check: CommitCheck, moved: Mapping[Partition
 def reset(state: SubscriptionState, cursors: Sequence[CheckedCursor],
           starting_offsets: Callable[[], dict[PartitionKey, str]]) -> None:
     """Close every stream and store the cursors' offsets (``ResetInProgress`` if
-    another reset runs)."""
+    another reset runs). No cursors only store the starting offsets when there are
+    none yet, closing nothing: 001 offers the empty list "to initialize subscription
+    cursors without side effects"."""
+    if not cursors:
+        if not state.offsets_initialized():
+            state.initialize_offsets(starting_offsets())
+        return
     state.begin_reset()
     try:
         if not state.offsets_initialized():

@@ -12,16 +12,18 @@ An explicit state machine:
   ``reassigning`` once its batches are committed; ZooKeeper watches (topology,
   sessions, the stream's own session node, the reset marker, the commits
   announced for it) wake the loop, nothing is polled per event;
-- ``closing`` (after a limit ended the stream and the connection closed): the
-  session is marked closing, so its partitions can go to newer streams, and
-  stays until the client committed what it was sent or ``commit_timeout`` ran
-  out;
+- ``closing`` (after a limit ended the stream, or its client left, with events
+  sent and not committed): the session is marked closing, so its partitions go to
+  newer streams, each as soon as what was sent of it is committed; it stays until
+  the client committed what it was sent or ``commit_timeout`` ran out, counted as
+  while streaming (the spec: the client "still has 60 seconds to commit the events
+  it received from the moment when the events were sent");
 - ``cleanup``: readers closed, session removed, partitions rebalanced.
 
-A stream whose client left, whose subscription was deleted or reset, whose
-reader lost the right to read it, whose ZooKeeper session was lost, or that ran
-out of ``commit_timeout``, skips ``closing``. At-least-once: a partition always
-restarts after its committed offset, whoever streams it next.
+A stream whose subscription was deleted or reset, whose reader lost the right to
+read it, whose ZooKeeper session was lost, or that ran out of ``commit_timeout``,
+skips ``closing``. At-least-once: a partition always restarts after its committed
+offset, whoever streams it next.
 """
 
 from __future__ import annotations
@@ -377,9 +379,11 @@ class SubscriptionStream:
 
     def end(self) -> None:
         """Called once the response is over: wait for commits in the background if
-        the stream ended by a limit with events uncommitted, else clean up now."""
+        the stream ended by a limit or its client left with events uncommitted, else
+        clean up now."""
         self._readers.close()
-        if self._graceful and self._commits.uncommitted() > 0 and self.phase == Phase.STREAMING:
+        awaits_commits = self._graceful or self._end_reason == CLIENT_LEFT
+        if awaits_commits and self._commits.uncommitted() > 0 and self.phase == Phase.STREAMING:
             self.phase = Phase.CLOSING
             gevent.spawn(self._close)
         else:
@@ -389,7 +393,9 @@ class SubscriptionStream:
         try:
             self._state.mark_closing(self._session)
             self._state.rebalance(self._partitions.partition_keys())
-            deadline = self._clock() + self._params.commit_timeout
+            self._topology_changed = True
+            deadline = self._commits.commit_deadline or \
+                self._clock() + self._params.commit_timeout
             while self._commits.uncommitted() > 0 and self._clock() < deadline \
                     and not lifecycle.is_shutting_down() and not self._zookeeper_lost:
                 self._wake.clear()
@@ -398,12 +404,26 @@ class SubscriptionStream:
                 if self._control_changed:
                     # A reset waits for this session, and discards its commits anyway.
                     self._check_control()
+                self._release_committed()
                 if self._commits.uncommitted() > 0:
                     self._wake.wait(min(CHECK_INTERVAL_S, max(0.0, deadline - self._clock())))
         except (KazooException, SubscriptionGone, ResetInProgress) as error:
             log.info("closing subscription stream %s: %r", self.id, error)
         finally:
             self._cleanup()
+
+    def _release_committed(self) -> None:
+        """While closing: a partition that a newer stream waits for (``reassigning``)
+        goes to it once what was sent of it is committed, not when the others are."""
+        if self._topology_changed:
+            self._topology_changed = False
+            topology = self._state.topology(watch=self._signal("_topology_changed"))
+            for p in topology.held_by(self.id):
+                held = self._held.get(p.key)
+                if p.state == "reassigning" and held is not None \
+                        and held.releasing_since is None:
+                    held.releasing_since = self._clock()
+        self._commits.hand_over_committed()
 
     def _check_control(self) -> None:
         """``SubscriptionGone`` when the session was removed, ``ResetInProgress`` while a

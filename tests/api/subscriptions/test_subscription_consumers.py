@@ -65,11 +65,11 @@ def test_a_consumer_killed_before_committing_loses_nothing(base_url, default_sto
     publish_numbered(base_url, name, 0, 0, 10)
     sid = subscribe(subscriptions, [name])
     first = StreamClient(base_url, sid, batch_limit=2, max_uncommitted_events=6,
-                         batch_flush_timeout=1)
+                         batch_flush_timeout=1, commit_timeout=2)
     committed = first.events_batch()
     assert first.commit(committed["cursor"]).status_code == 204
     assert events_of([first.events_batch(), first.events_batch()]) == [2, 3, 4, 5]
-    first.vanish()  # crashed with 2..5 uncommitted
+    first.vanish()  # crashed with 2..5 uncommitted: they go on once its commit_timeout ran out
     seen = consume_until(base_url, sid, 8, batch_limit=2, stream_limit=8, batch_flush_timeout=1)
     assert sorted(seen) == list(range(2, 10))
 
@@ -94,9 +94,11 @@ def test_two_streams_share_a_subscription_and_rebalance(base_url, default_storag
         for partition in range(4):
             publish_numbered(base_url, name, partition, 10 + partition, 1)
         for client in (first, second):
-            got = sorted(client.events_batch()["cursor"]["partition"] for _ in range(2))
-            assert got == sorted(partitions_of(base_url, sid, client.stream_id))
-        second.vanish()  # it leaves: the first takes every partition again
+            got = [client.events_batch() for _ in range(2)]
+            assert sorted(batch["cursor"]["partition"] for batch in got) == \
+                sorted(partitions_of(base_url, sid, client.stream_id))
+            assert client.commit(*[batch["cursor"] for batch in got]).status_code == 204
+        second.vanish()  # it leaves, all committed: the first takes every partition again
         wait_until(lambda: len(partitions_of(base_url, sid, first.stream_id)) == 4)
     finally:
         first.vanish()

@@ -182,17 +182,41 @@ def test_resets_outside_the_subscription_or_its_events_are_422(base_url, event_t
 
 def test_while_a_reset_runs_resets_and_streams_are_409(base_url, settings, event_types,
                                                        subscriptions):
-    sid = subscribe(subscriptions, [event_types(1)])
+    name = event_types(1)
+    sid = subscribe(subscriptions, [name])
+    begin = {"items": [{"event_type": name, "partition": "0", "offset": "begin"}]}
     connection = ZooKeeper(settings.zookeeper, settings.zookeeper_root,
                            settings.zookeeper_timeout_s)
     try:  # another instance's reset, as it marks the subscription
         connection.client().create(f"{subscription_path(sid)}/reset", ephemeral=True,
                                    makepath=True)
-        assert_problem(requests.patch(cursors_url(base_url, sid), json={"items": []}), 409)
+        assert_problem(requests.patch(cursors_url(base_url, sid), json=begin), 409)
         assert "reset" in assert_problem(open_stream(base_url, sid), 409)["detail"]
     finally:
         connection.close()
+    assert requests.patch(cursors_url(base_url, sid), json=begin).status_code == 204
+
+
+def test_an_empty_reset_stores_the_starting_offsets_and_closes_no_stream(
+        base_url, event_types, subscriptions):
+    # 001: the empty list initializes the cursors "without side effects". Before, it
+    # closed every open stream, as a reset does.
+    name = event_types(1)
+    publish_numbered(base_url, name, 0, 0, 2)
+    sid = subscribe(subscriptions, [name])
+    assert committed(base_url, sid) == {}
     assert requests.patch(cursors_url(base_url, sid), json={"items": []}).status_code == 204
+    assert committed(base_url, sid) == {(name, "0"): "001-0001--1"}
+    client = StreamClient(base_url, sid, batch_flush_timeout=1)
+    try:
+        first = client.events_batch()
+        assert requests.patch(cursors_url(base_url, sid),
+                              json={"items": []}).status_code == 204
+        assert client.commit(first["cursor"]).status_code == 204
+        assert events_of([client.events_batch()]) == [1]  # the same stream goes on
+        assert committed(base_url, sid) == {(name, "0"): first["cursor"]["offset"]}
+    finally:
+        client.vanish()
 
 
 def test_stats_show_assignment_and_what_is_left_to_read(base_url, streamed):
@@ -213,10 +237,12 @@ def test_stats_show_assignment_and_what_is_left_to_read(base_url, streamed):
     plain = requests.get(f"{base_url}/subscriptions/{sid}/stats").json()["items"][0]
     assert plain["partitions"][0]["unconsumed_events"] == 2
     assert "consumer_lag_seconds" not in plain["partitions"][0]
-    streamed.vanish()
+    for _ in range(2):  # the other two, each sent once the one before is committed
+        streamed.commit(streamed.events_batch()["cursor"])
+    streamed.vanish()  # nothing uncommitted: its session goes at once
     wait_until(lambda: requests.get(f"{base_url}/subscriptions/{sid}/stats").json()
                ["items"][0]["partitions"][0] == {"partition": "0", "state": "unassigned",
-                                                 "unconsumed_events": 2})
+                                                 "unconsumed_events": 0})
 
 
 def test_stats_of_a_subscription_never_streamed(base_url, event_types, subscriptions):

@@ -16,6 +16,7 @@ from tests.helpers.raw_http import stuck_client
 from tests.helpers.storage import expire
 from tests.helpers.subscription_streams import (
     StreamClient,
+    connect,
     events_of,
     open_stream,
     publish_numbered,
@@ -224,6 +225,82 @@ def test_a_dropped_connection_frees_its_partitions(base_url, event_types, subscr
     wait_until(lambda: all(p["state"] == "unassigned" for p in stats(base_url, sid)),
                what="the partitions of the dropped stream being freed")
     StreamClient(base_url, sid).vanish()  # a new stream gets them
+
+
+def test_a_client_that_disconnects_still_commits_what_it_was_sent(base_url, event_types,
+                                                                  subscriptions):
+    # 004: "If the connection is closed for some reason then the client still has 60
+    # seconds to commit the events it received". Before, it got a 422 and the events
+    # again.
+    name = event_types(1)
+    publish_numbered(base_url, name, 0, 0, 2)
+    sid = subscribe(subscriptions, [name])
+    client = StreamClient(base_url, sid, max_uncommitted_events=1, batch_flush_timeout=1)
+    batch = client.events_batch()
+    client.vanish()
+    # Refused (409) while the first stream is open; once the broker saw its client
+    # leave, the next stream waits for the partition until it is committed.
+    again = connect(base_url, sid, batch_flush_timeout=1)
+    try:
+        assert client.commit(batch["cursor"]).status_code == 204
+        assert events_of([again.events_batch()]) == [1]
+        assert stats(base_url, sid)[0]["unconsumed_events"] == 1
+    finally:
+        again.vanish()
+
+
+def test_after_a_disconnect_each_partition_moves_on_once_committed(base_url, event_types,
+                                                                    subscriptions):
+    # 004: once the first client committed a partition, "the data from this partition
+    # will be immediately streamed to second client". Before, a client that left gave
+    # up its session at once; one whose stream ended on a limit held every partition
+    # until all were committed.
+    name = event_types(2)
+    publish_numbered(base_url, name, 0, 0, 1)
+    publish_numbered(base_url, name, 1, 10, 1)
+    sid = subscribe(subscriptions, [name])
+    first = StreamClient(base_url, sid, max_uncommitted_events=2, batch_flush_timeout=1)
+    batches = {}
+    while len(batches) < 2:
+        batch = first.events_batch()
+        batches[batch["cursor"]["partition"]] = batch
+    publish_numbered(base_url, name, 0, 1, 1)  # the window is full: not sent
+    first.vanish()
+    second = connect(base_url, sid, batch_flush_timeout=1)
+    try:
+        wait_until(lambda: {p["state"] for p in stats(base_url, sid)} == {"reassigning"},
+                   what="both partitions heading to the second stream")
+        assert first.commit(batches["0"]["cursor"]).status_code == 204
+        assert events_of([second.events_batch()]) == [1]
+        by_partition = {p["partition"]: p for p in stats(base_url, sid)}
+        assert by_partition["0"]["stream_id"] == second.stream_id
+        # Partition 1's event is not committed: it waits for the first client.
+        assert by_partition["1"]["state"] == "reassigning"
+        assert by_partition["1"]["stream_id"] == first.stream_id
+    finally:
+        second.vanish()
+
+
+def test_the_commit_window_of_a_client_that_left_counts_from_the_send(
+        base_url, event_types, subscriptions):
+    # 004: the client has its commit_timeout "from the moment when the events were
+    # sent", not from when the connection closed.
+    name = event_types(1)
+    publish_numbered(base_url, name, 0, 0, 1)
+    sid = subscribe(subscriptions, [name])
+    client = StreamClient(base_url, sid, commit_timeout=4, batch_flush_timeout=1)
+    batch = client.events_batch()
+    sent = time.monotonic()
+    time.sleep(3)
+    client.vanish()
+    time.sleep(max(0.0, sent + 5.5 - time.monotonic()))
+    # Counted from the close, the window would run until ~7 s after the send.
+    assert_problem(client.commit(batch["cursor"]), 422)
+    again = connect(base_url, sid, batch_flush_timeout=1)
+    try:
+        assert events_of([again.events_batch()]) == [0]  # sent again
+    finally:
+        again.vanish()
 
 
 def test_deleting_the_subscription_ends_its_streams(base_url, event_types, subscriptions):
