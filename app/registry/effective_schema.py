@@ -3,8 +3,12 @@
 - business: the custom schema's top-level properties plus the category's `metadata`.
 - data: `metadata`, `data_type`, `data_op` (C/U/D/S) and `data`, which the custom schema describes.
 - undefined: the custom schema as given.
+A custom schema whose root is a `$ref` has it moved into `allOf` first (`_lift_root_ref`): draft 4
+ignores what is added beside a `$ref`.
 In compatible and none modes no undeclared property is accepted (`additionalProperties: false`
-wherever the schema does not say otherwise); forward mode accepts them.
+wherever the schema does not say otherwise); a property is declared when the object's
+`properties` or its `allOf`/`anyOf`/`oneOf` branches declare it (`_Strict`). Forward mode
+accepts undeclared properties.
 
 Compiling and running the validator is `event_validator`; caching it, `validator_cache`.
 """
@@ -12,12 +16,18 @@ Compiling and running the validator is `event_validator`; caching it, `validator
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from referencing.exceptions import Unresolvable
+from referencing.jsonschema import DRAFT4
 
 from app.domain.event_type import EventType
 from app.registry.choices import DATA_OPERATIONS
-from app.registry.json_schema import parse_schema_text, subschemas
+from app.registry.json_schema import parse_schema_text, resolver_for, subschemas, walk
+
+if TYPE_CHECKING:  # referencing does not export the type at its top level
+    from referencing._core import Resolver
 
 # Base URI given to the custom part of a data event type's schema when it has none, so that
 # its `#/definitions/...` references keep meaning its own root once it is nested under `data`.
@@ -25,6 +35,19 @@ DATA_SCHEMA_ID = "urn:nakadi:event-type:data"
 # The spec: "compatible" and "none" accept no additional properties unless the schema says so.
 STRICT_MODES = ("compatible", "none")
 _OBJECT_KEYWORDS = ("properties", "required", "minProperties", "maxProperties")
+_COMPOSITION_KEYWORDS = ("allOf", "anyOf", "oneOf")
+# Draft 4 ignores every keyword beside a `$ref`; these are the ones that would validate (or,
+# for `id`, change what references mean) were they moved away from it.
+_IGNORED_BESIDE_REF = frozenset({
+    "$ref", "id", "type", "enum", "format", "multipleOf", "maximum", "exclusiveMaximum",
+    "minimum", "exclusiveMinimum", "maxLength", "minLength", "pattern", "items",
+    "additionalItems", "maxItems", "minItems", "uniqueItems", "maxProperties", "minProperties",
+    "required", "properties", "patternProperties", "additionalProperties", "dependencies",
+    "allOf", "anyOf", "oneOf", "not",
+})
+# Strict modes add a definition per composed `$ref` target and set of names (see `_Strict`).
+MAX_COMPOSED_DEFINITIONS = 256
+_COMPOSED_PREFIX = "nakadi-composed-"
 
 
 def metadata_schema(event_type_name: str, cleanup_policy: str) -> dict[str, Any]:
@@ -63,18 +86,214 @@ def _is_object_schema(node: Mapping[str, Any]) -> bool:
     return declared is None and any(keyword in node for keyword in _OBJECT_KEYWORDS)
 
 
-def _forbid_undeclared(node: dict[str, Any], is_root: bool = False) -> None:
-    """Objects accept only the properties they declare, tuples only their items, unless the
-    schema says otherwise with `additionalProperties` or `additionalItems` (only `none` mode
-    may: compatible mode refuses those keywords). `not` is left alone: forbidding inside it
-    would accept more, not less."""
-    if (is_root or _is_object_schema(node)) and "additionalProperties" not in node:
-        node["additionalProperties"] = False
-    if isinstance(node.get("items"), list) and "additionalItems" not in node:
-        node["additionalItems"] = False
+class SchemaNotComposable(ValueError):
+    """The strict-mode effective schema would need more composed definitions than allowed
+    (see `_Strict`); the message says so. Creation refuses such a schema."""
+
+
+def _lift_root_ref(custom: dict[str, Any]) -> dict[str, Any]:
+    """`custom` with a root `$ref` moved into `allOf`, so that keywords can be added to the root.
+
+    Draft 4 ignores every keyword beside a `$ref`: `properties.metadata`, `required`, `id` or
+    `additionalProperties` added there would do nothing. The keywords that were ignored beside
+    the `$ref` (`id` included) are dropped, so that the lifted root validates what the original
+    did; the others (`definitions`, annotations) stay where `#/...` references find them.
+    """
+    ref = custom.get("$ref")
+    if not isinstance(ref, str):  # not a reference: creation refuses it (ref_problems)
+        return custom
+    kept = {key: value for key, value in custom.items() if key not in _IGNORED_BESIDE_REF}
+    return {**kept, "allOf": [{"$ref": ref}]}
+
+
+def _in_subresource(resolver: Resolver[Any], node: Mapping[str, Any]) -> Resolver[Any]:
+    try:
+        return resolver.in_subresource(DRAFT4.create_resource(node))
+    except ValueError:  # an id that is not a URI: creation refuses it (ref_problems)
+        return resolver
+
+
+def _declared(node: Mapping[str, Any], resolver: Resolver[Any]) -> frozenset[str]:
+    """The property names `node` declares for the object it validates: its own `properties`
+    and those of its `allOf`/`anyOf`/`oneOf` branches, recursively, following `$ref`s (and
+    ignoring the keywords beside one, as draft 4 does). Not `not`: what it declares is refused.
+    Iterative and cycle-safe."""
+    names: set[str] = set()
+    seen: set[int] = set()
+    stack = [(node, resolver)]
+    while stack:
+        current, current_resolver = stack.pop()
+        if id(current) in seen:
+            continue
+        seen.add(id(current))
+        current_resolver = _in_subresource(current_resolver, current)
+        ref = current.get("$ref")
+        if isinstance(ref, str):
+            try:
+                target = current_resolver.lookup(ref)
+            except (Unresolvable, ValueError):  # creation refuses it (ref_problems)
+                continue
+            if isinstance(target.contents, dict):
+                stack.append((target.contents, target.resolver))
+            continue
+        properties = current.get("properties")
+        if isinstance(properties, dict):
+            names.update(properties)
+        for keyword in _COMPOSITION_KEYWORDS:
+            branches = current.get(keyword)
+            if isinstance(branches, list):
+                stack.extend((branch, current_resolver) for branch in branches
+                             if isinstance(branch, dict))
+    return frozenset(names)
+
+
+def _with_children(
+    node: Mapping[str, Any],
+    transform: Callable[[tuple[str | int, ...], dict[str, Any]], dict[str, Any]],
+) -> dict[str, Any]:
+    """A copy of `node` whose direct subschemas are replaced by `transform(path, child)`."""
+    out = dict(node)
+    copied: set[str] = set()
     for path, child in subschemas(node):
-        if path[0] != "not":
-            _forbid_undeclared(child)
+        keyword = str(path[0])
+        if len(path) == 1:
+            out[keyword] = transform(path, child)
+            continue
+        if keyword not in copied:
+            container = out[keyword]
+            out[keyword] = list(container) if isinstance(container, list) else dict(container)
+            copied.add(keyword)
+        out[keyword][path[1]] = transform(path, child)
+    return out
+
+
+class _Strict:
+    """Compatible and none modes: no property is accepted that the schema does not declare.
+
+    Every object schema (and the root) that does not state `additionalProperties` gets
+    `additionalProperties: false`, every tuple that does not state `additionalItems` gets
+    `additionalItems: false`. Draft 4's `additionalProperties` sees only the `properties` of
+    its own schema object, yet a property may be declared by a branch of `allOf`/`anyOf`/
+    `oneOf` (the usual `allOf: [{$ref: Base}, {properties: {extra}}]`): the root would refuse
+    what the branches declare, and each branch what the others declare. So where
+    `additionalProperties: false` is added, every name declared across the object's
+    composition (`_declared`), and across the composition enclosing it when it is a branch,
+    is added as `properties[name] = {}` (accepted here, validated where it is declared). A
+    name declared nowhere is still refused.
+
+    A branch that is a `$ref` cannot be given those names in place, and its target may serve
+    other uses; when the target does not declare them all, the branch's `$ref` is pointed at a
+    copy of the target, processed with the names, that is added to the root's `definitions`
+    (once per target and names: a definition, not an inlined copy, so that branches of
+    branches do not multiply copies, and cycles end). This needs `#/definitions/...` to mean
+    the same from everywhere, so it is not done when the document has an `id` anywhere; there
+    the branch keeps its `$ref` and the target refuses names it does not declare.
+
+    Where an object states `additionalProperties` (only none mode may), that holds for the
+    whole object: its branches are not given `additionalProperties: false` either.
+    `not` is left alone: forbidding inside it would accept more, not less.
+    """
+
+    def __init__(self, document: Mapping[str, Any]) -> None:
+        self._resolver = resolver_for(document)
+        self._may_define = not any(isinstance(node.get("id"), str) for _, node in walk(document))
+        self._taken = set(document.get("definitions") or ())
+        self._names: dict[tuple[int, frozenset[str], bool], str] = {}
+        self._pending: list[tuple[str, dict[str, Any], Resolver[Any], frozenset[str], bool]] = []
+
+    def root(self, document: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
+        """`document` processed as the root, which also accepts `names` (e.g. `metadata`)."""
+        out = self._node(document, self._resolver, names, forbid_allowed=True, is_root=True)
+        composed: dict[str, Any] = {}
+        while self._pending:
+            name, target, resolver, extra, allowed = self._pending.pop(0)
+            composed[name] = self._node(target, resolver, extra, allowed)
+        if composed:
+            out["definitions"] = {**(out.get("definitions") or {}), **composed}
+        return out
+
+    def _node(
+        self,
+        node: dict[str, Any],
+        resolver: Resolver[Any],
+        extra: frozenset[str],
+        forbid_allowed: bool,
+        is_root: bool = False,
+    ) -> dict[str, Any]:
+        resolver = _in_subresource(resolver, node)
+        ref = node.get("$ref")
+        if isinstance(ref, str):  # the keywords beside it are ignored, but may be pointed into
+            out = _with_children(node, lambda path, child: self._child(
+                path, child, resolver, frozenset(), True))
+            out["$ref"] = self._reference(ref, resolver, extra, forbid_allowed)
+            return out
+        names = _declared(node, resolver) | extra
+        states = "additionalProperties" in node
+        forbid = forbid_allowed and not states and (is_root or _is_object_schema(node))
+        branches_allowed = forbid_allowed and node.get("additionalProperties", False) is False
+        out = _with_children(node, lambda path, child: self._child(
+            path, child, resolver, names, branches_allowed))
+        if forbid:
+            out["additionalProperties"] = False
+            properties = dict(out.get("properties") or {})
+            for name in sorted(names - properties.keys()):
+                properties[name] = {}
+            if properties or "properties" in node:
+                out["properties"] = properties
+        if isinstance(node.get("items"), list) and "additionalItems" not in node:
+            out["additionalItems"] = False
+        return out
+
+    def _child(
+        self,
+        path: tuple[str | int, ...],
+        child: dict[str, Any],
+        resolver: Resolver[Any],
+        names: frozenset[str],
+        branches_allowed: bool,
+    ) -> dict[str, Any]:
+        if path[0] == "not":
+            return child
+        if path[0] in _COMPOSITION_KEYWORDS:
+            return self._node(child, resolver, names, branches_allowed)
+        return self._node(child, resolver, frozenset(), True)
+
+    def _reference(
+        self, ref: str, resolver: Resolver[Any], extra: frozenset[str], allowed: bool
+    ) -> str:
+        """The `$ref` a reference becomes: itself when its target, processed where it is,
+        accepts what is wanted here; else a composed copy of the target (see the class)."""
+        if not self._may_define or (not extra and allowed):
+            return ref
+        try:
+            target = resolver.lookup(ref)
+        except (Unresolvable, ValueError):  # creation refuses it (ref_problems)
+            return ref
+        if not isinstance(target.contents, dict):
+            return ref
+        if allowed and extra <= _declared(target.contents, target.resolver):
+            return ref
+        key = (id(target.contents), extra, allowed)
+        name = self._names.get(key)
+        if name is None:
+            if len(self._names) >= MAX_COMPOSED_DEFINITIONS:
+                raise SchemaNotComposable(
+                    "composes too many schemas through $ref for undeclared properties to be "
+                    f"refused (compatible and none modes): more than {MAX_COMPOSED_DEFINITIONS} "
+                    "combinations of a $ref in allOf/anyOf/oneOf and the names its object "
+                    "declares elsewhere")
+            name = self._fresh_name()
+            self._names[key] = name
+            self._pending.append((name, target.contents, target.resolver, extra, allowed))
+        return f"#/definitions/{name}"
+
+    def _fresh_name(self) -> str:
+        index = len(self._names)
+        while f"{_COMPOSED_PREFIX}{index}" in self._taken:
+            index += 1
+        name = f"{_COMPOSED_PREFIX}{index}"
+        self._taken.add(name)
+        return name
 
 
 def effective_schema(
@@ -83,15 +302,19 @@ def effective_schema(
     """The effective schema of `event_type`, built from `custom_schema` when given (e.g. an
     older version's schema), else from its current schema.
 
-    Never modifies its arguments.
+    Never modifies its arguments. Raises SchemaNotComposable for a strict-mode schema that
+    composes too much (creation refuses it).
     """
     if custom_schema is None:
         custom_schema = parse_schema_text(event_type.schema.schema)
     custom = copy.deepcopy(dict(custom_schema))
     strict = event_type.compatibility_mode in STRICT_MODES
-    if strict:
-        _forbid_undeclared(custom, is_root=True)
     category = event_type.category
+    if category != "undefined" or strict:
+        custom = _lift_root_ref(custom)
+    if strict:
+        accepted = frozenset({"metadata"}) if category == "business" else frozenset()
+        custom = _Strict(custom).root(custom, accepted)
     if category == "undefined":
         return custom
     metadata = metadata_schema(event_type.name, event_type.cleanup_policy)

@@ -510,3 +510,204 @@ def test_the_cache_evicts_the_least_recently_used_and_forgets_on_request():
 def test_the_cache_needs_room_for_one():
     with pytest.raises(ValueError, match="max_entries"):
         ValidatorCache(max_entries=0)
+
+
+ROOT_REF_SCHEMA = {
+    "$ref": "#/definitions/O",
+    "definitions": {"O": {"type": "object", "properties": {"order_number": {"type": "string"}}}},
+}
+BASE_AND_EXTENSION = {
+    "definitions": {
+        "Base": {"type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]},
+    },
+    "allOf": [{"$ref": "#/definitions/Base"}, {"properties": {"extra": {"type": "integer"}}}],
+}
+
+
+def with_metadata(category, payload):
+    """`payload` as an event of `category` (for data, it is the event's data)."""
+    if category == "business":
+        return {**payload, "metadata": METADATA}
+    if category == "data":
+        return {"metadata": METADATA, "data_type": "t", "data_op": "C", "data": payload}
+    return payload
+
+
+@pytest.mark.parametrize("mode", ["forward", "compatible", "none"])
+def test_a_business_schema_whose_root_is_a_reference_gets_metadata_validated(mode):
+    """Draft 4 ignores the keywords beside a `$ref`: `metadata` must not be added there."""
+    et = event_type("business", mode=mode, schema=ROOT_REF_SCHEMA)
+    assert error_for(et, {"order_number": "x", "metadata": METADATA}) is None
+    assert error_for(et, {"order_number": "x"}) == "#: 'metadata' is a required property"
+    assert error_for(et, {"order_number": "x", "metadata": "m"}) == (
+        "#/metadata: 'm' is not of type 'object'")
+    bad_eid = {"order_number": "x", "metadata": {**METADATA, "eid": "nope"}}
+    assert error_for(et, bad_eid) == "#/metadata/eid: 'nope' is not a 'uuid'"
+    assert error_for(et, {"order_number": 1, "metadata": METADATA}) == (
+        "#/order_number: 1 is not of type 'string'")
+    surprise = error_for(et, {"order_number": "x", "metadata": METADATA, "surprise": 1})
+    if mode == "forward":
+        assert surprise is None
+    else:
+        assert surprise == "#: Additional properties are not allowed ('surprise' was unexpected)"
+
+
+def test_the_keywords_beside_a_root_reference_stay_ignored():
+    document = {**ROOT_REF_SCHEMA, "required": ["nothing"], "id": "http://example.com/x"}
+    et = event_type("business", schema=document)
+    schema = effective_schema(et)
+    assert "id" not in schema
+    assert error_for(et, {"order_number": "x", "metadata": METADATA}) is None
+
+
+@pytest.mark.parametrize("mode", ["forward", "compatible", "none"])
+def test_a_data_schema_whose_root_is_a_reference_resolves_against_itself(mode):
+    """The custom schema's own `id` lets its `#/...` references mean its root; draft 4
+    ignores an `id` beside a `$ref`, so the reference is moved into `allOf`."""
+    et = event_type("data", mode=mode, schema=ROOT_REF_SCHEMA)
+    assert effective_schema(et)["properties"]["data"]["id"] == DATA_SCHEMA_ID
+    assert error_for(et, with_metadata("data", {"order_number": "x"})) is None
+    assert error_for(et, with_metadata("data", {"order_number": 1})) == (
+        "#/data/order_number: 1 is not of type 'string'")
+    surprise = error_for(et, with_metadata("data", {"order_number": "x", "surprise": 1}))
+    if mode == "forward":
+        assert surprise is None
+    else:
+        assert surprise == (
+            "#/data: Additional properties are not allowed ('surprise' was unexpected)")
+
+
+@pytest.mark.parametrize("mode", ["compatible", "none"])
+def test_an_undefined_schema_whose_root_is_a_reference_refuses_undeclared_properties(mode):
+    et = event_type("undefined", mode=mode, schema=ROOT_REF_SCHEMA)
+    assert error_for(et, {"order_number": "x"}) is None
+    assert error_for(et, {"order_number": "x", "surprise": 1}) == (
+        "#: Additional properties are not allowed ('surprise' was unexpected)")
+
+
+def test_an_undefined_forward_schema_whose_root_is_a_reference_is_kept_as_given():
+    assert effective_schema(event_type("undefined", schema=ROOT_REF_SCHEMA)) == ROOT_REF_SCHEMA
+
+
+@pytest.mark.parametrize("mode", ["compatible", "none"])
+@pytest.mark.parametrize("category", ["business", "data", "undefined"])
+@pytest.mark.parametrize("keyword", ["allOf", "anyOf", "oneOf"])
+def test_properties_declared_by_composition_branches_are_accepted(category, mode, keyword):
+    """additionalProperties sees only its own object's `properties`: the root, and each
+    branch, must also accept what the other branches declare."""
+    document = {keyword: [
+        {"properties": {"a": {"type": "string"}}, "required": ["a"]},
+        {"properties": {"b": {"type": "integer"}}, "required": ["b"]},
+    ]}
+    if keyword == "oneOf":  # one branch, not both
+        document[keyword][1]["required"] = ["b", "c"]
+        document[keyword][1]["properties"]["c"] = {}
+    et = event_type(category, mode=mode, schema=document)
+    prefix = "#/data" if category == "data" else "#"
+    assert error_for(et, with_metadata(category, {"a": "x", "b": 1})) is None
+    missing_b = error_for(et, with_metadata(category, {"a": "x"}))
+    if keyword == "allOf":
+        assert missing_b == f"{prefix}: 'b' is a required property"
+    else:
+        assert missing_b is None
+    refused = error_for(et, with_metadata(category, {"a": "x", "b": 1, "surprise": 1}))
+    assert refused is not None
+    assert refused.startswith(prefix)
+    assert "surprise" in refused
+    if keyword == "allOf":
+        assert error_for(et, with_metadata(category, {"a": "x", "b": "y"})) == (
+            f"{prefix}/b: 'y' is not of type 'integer'")
+
+
+@pytest.mark.parametrize("mode", ["compatible", "none"])
+@pytest.mark.parametrize("category", ["business", "data", "undefined"])
+def test_a_referenced_base_with_an_extension_accepts_both(category, mode):
+    et = event_type(category, mode=mode, schema=BASE_AND_EXTENSION)
+    prefix = "#/data" if category == "data" else "#"
+    assert error_for(et, with_metadata(category, {"id": "1", "extra": 2})) is None
+    assert error_for(et, with_metadata(category, {"id": "1"})) is None
+    assert error_for(et, with_metadata(category, {"extra": 2})) == (
+        f"{prefix}: 'id' is a required property")
+    assert error_for(et, with_metadata(category, {"id": "1", "extra": "2"})) == (
+        f"{prefix}/extra: '2' is not of type 'integer'")
+    assert error_for(et, with_metadata(category, {"id": "1", "surprise": 2})) == (
+        f"{prefix}: Additional properties are not allowed ('surprise' was unexpected)")
+
+
+def test_a_referenced_definition_keeps_its_own_properties_for_its_other_uses():
+    document = {**BASE_AND_EXTENSION, "properties": {"parent": {"$ref": "#/definitions/Base"}}}
+    et = event_type("undefined", mode="compatible", schema=document)
+    schema = effective_schema(et)
+    assert set(schema["definitions"]["Base"]["properties"]) == {"id"}
+    assert error_for(et, {"id": "1", "parent": {"id": "2"}}) is None
+    assert error_for(et, {"id": "1", "parent": {"id": "2", "extra": 1}}) == (
+        "#/parent: Additional properties are not allowed ('extra' was unexpected)")
+
+
+def test_composition_is_followed_through_nested_branches_and_reference_chains():
+    document = {
+        "definitions": {
+            "Named": {"properties": {"name": {"type": "string"}}},
+            "Alias": {"$ref": "#/definitions/Named"},
+            "Dated": {"allOf": [{"$ref": "#/definitions/Alias"},
+                                {"properties": {"at": {"type": "string"}}}]},
+        },
+        "properties": {"item": {"allOf": [
+            {"$ref": "#/definitions/Dated"},
+            {"anyOf": [{"properties": {"kind": {"enum": ["a"]}}}, {"required": ["kind"]}]},
+        ]}},
+    }
+    et = event_type("undefined", mode="compatible", schema=document)
+    assert error_for(et, {"item": {"name": "n", "at": "t", "kind": "a"}}) is None
+    assert error_for(et, {"item": {"name": 1}}) == "#/item/name: 1 is not of type 'string'"
+    assert "'surprise' was unexpected" in error_for(et, {"item": {"name": "n", "surprise": 1}})
+
+
+def test_recursive_compositions_end():
+    document = {
+        "definitions": {
+            "Named": {"properties": {"name": {"type": "string"}}},
+            "Node": {"allOf": [{"$ref": "#/definitions/Named"}, {"properties": {
+                "children": {"type": "array", "items": {"$ref": "#/definitions/Node"}}}}]},
+            # Draft 4 itself never ends validating these; building the schema must end.
+            "Self": {"allOf": [{"$ref": "#/definitions/Self"}, {"properties": {"x": {}}}]},
+            "Loop": {"anyOf": [{"$ref": "#/definitions/Loop"}, {"properties": {"y": {}}}]},
+        },
+        "properties": {"tree": {"$ref": "#/definitions/Node"}},
+    }
+    et = event_type("business", mode="compatible", schema=document)
+    schema = effective_schema(et)
+    assert len(schema["definitions"]) < 10
+    tree = {"name": "root", "children": [{"name": "leaf", "children": []}]}
+    assert error_for(et, {"tree": tree, "metadata": METADATA}) is None
+    tree["children"][0]["surprise"] = 1
+    assert "'surprise' was unexpected" in error_for(et, {"tree": tree, "metadata": METADATA})
+
+
+def test_none_mode_branches_follow_what_their_object_states():
+    document = {
+        "additionalProperties": True,
+        "allOf": [{"properties": {"a": {"type": "string"}}}],
+        "properties": {"o": {"allOf": [{"properties": {"b": {}}}]}},
+    }
+    et = event_type("undefined", mode="none", schema=document)
+    assert error_for(et, {"a": "x", "anything": 1, "o": {"b": 1}}) is None
+    assert "'c' was unexpected" in error_for(et, {"o": {"b": 1, "c": 1}})
+
+
+def test_not_stays_untouched_with_composition():
+    document = {"allOf": [{"properties": {"a": {}}}],
+                "properties": {"n": {"not": {"allOf": [{"properties": {"x": {}}}]}}}}
+    schema = effective_schema(event_type("undefined", mode="none", schema=document))
+    assert schema["properties"]["n"]["not"] == {"allOf": [{"properties": {"x": {}}}]}
+    et = event_type("undefined", mode="none", schema=document)
+    assert error_for(et, {"a": 1, "n": {"x": 1, "y": 2}}) is not None
+
+
+def test_composition_leaves_the_custom_schema_alone():
+    custom = copy.deepcopy(BASE_AND_EXTENSION)
+    effective_schema(event_type("business", mode="compatible"), custom)
+    assert custom == BASE_AND_EXTENSION
+    root_ref = copy.deepcopy(ROOT_REF_SCHEMA)
+    effective_schema(event_type("data", mode="compatible"), root_ref)
+    assert root_ref == ROOT_REF_SCHEMA
