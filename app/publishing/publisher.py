@@ -20,7 +20,7 @@ from app.publishing.batch import MAX_EVENT_BYTES, EventTooDeep, dumps
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, partitioner
 from app.registry.timestamps import rfc3339_now
-from app.registry.validator_cache import VALIDATORS
+from app.registry.validator_cache import VALIDATORS, SchemaUnusable
 from app.storage.engine import Keys, StorageError, StorageUnavailable
 
 AppendResults = dict[int, list[int] | StorageError]
@@ -89,7 +89,13 @@ def publish(event_type: EventType, timeline: Timeline, append: Append, events: l
     """Publish a batch to ``timeline`` through ``append``; returns its items. Raises
     ``BatchRejected`` when a step before publishing fails."""
     items = [Item(event) for event in events]
-    validator = VALIDATORS.validator_for(event_type)
+    try:
+        validator = VALIDATORS.validator_for(event_type)
+    except SchemaUnusable as error:
+        # Creation refuses such schemas; one stored before it did is the producer's 422 to
+        # read, naming why, not a 500.
+        detail = f"the event type's schema cannot be used to validate events: {error}"
+        _run_step(items, "validating", lambda index, item: detail)
 
     def validate(index: int, item: Item) -> str | None:
         if sizes is not None and sizes[index] > MAX_EVENT_BYTES:

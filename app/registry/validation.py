@@ -7,11 +7,10 @@ rules to an already loaded event type and returns every FieldError found (empty 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from app.domain.event_type import EventType
-from app.registry.effective_schema import effective_schema
 from app.registry.errors import EventTypeInvalid, FieldError
 from app.registry.json_schema import (
     SchemaTextInvalid,
@@ -25,6 +24,7 @@ from app.registry.json_schema import (
 from app.registry.linear_regex import pattern_problem
 from app.registry.schemas import load_event_type
 from app.registry.settings import RegistrySettings
+from app.registry.validator_cache import SchemaUnusable, compile_validator
 
 NAME_PATTERN = re.compile(r"[a-zA-Z][-0-9a-zA-Z_]*(\.[0-9a-zA-Z][-0-9a-zA-Z_]*)*")
 KEYWORDS_REFUSED_IN_COMPATIBLE_MODE = (
@@ -61,7 +61,14 @@ def validate_event_type(event_type: EventType, settings: RegistrySettings) -> li
     schema_errors = _schema(event_type)
     errors.extend(schema_errors)
     if not schema_errors:
-        errors.extend(_fields_in_schema(event_type))
+        try:
+            effective = compile_validator(event_type).schema
+        except SchemaUnusable as error:
+            errors.append(
+                FieldError("schema.schema", f"cannot be used to validate events: {error}")
+            )
+        else:
+            errors.extend(_fields_in_schema(event_type, effective))
     errors.extend(_field_lists_without_schema(event_type))
     return errors
 
@@ -236,9 +243,9 @@ def _schema(event_type: EventType) -> list[FieldError]:
     return errors
 
 
-def _fields_in_schema(event_type: EventType) -> list[FieldError]:
-    """Field lists that must name fields of the schema (the schema is known to be valid)."""
-    effective = effective_schema(event_type)
+def _fields_in_schema(event_type: EventType, effective: Mapping[str, Any]) -> list[FieldError]:
+    """Field lists that must name fields of the schema (the schema is known to be valid);
+    `effective` is its effective schema."""
     errors = []
     key_prefix = "data." if event_type.category == "data" else ""
     for index, path in enumerate(event_type.partition_key_fields):

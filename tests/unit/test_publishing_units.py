@@ -5,6 +5,7 @@ import json
 import pytest
 
 from app.domain.event_type import EventType, EventTypeSchema
+from app.domain.timeline import Timeline
 from app.publishing.batch import (
     MAX_EVENT_BYTES,
     MAX_STORED_NESTING,
@@ -17,6 +18,7 @@ from app.publishing.batch import (
 )
 from app.publishing.enrichment import EnrichmentFailed, enrich
 from app.publishing.partitioning import PartitioningFailed, hash_partition, partitioner
+from app.publishing.publisher import BatchRejected, publish
 from app.registry import timestamps
 
 LIMIT = 100
@@ -186,3 +188,21 @@ def test_received_at_is_the_current_millisecond_across_second_boundaries():
     assert [timestamps.rfc3339_now(lambda: next(moments)) for _ in range(4)] == [
         "2025-11-28T12:00:15.998Z", "2025-11-28T12:00:15.999Z",
         "2025-11-28T12:00:16.000Z", "2025-11-28T12:00:16.001Z"]
+
+
+def test_a_schema_that_cannot_be_compiled_fails_the_batch_naming_why():
+    """Creation refuses such schemas; one stored before it did is a 422, not a 500."""
+    document = {"$ref": "#/properties/o", "properties": {"o": {"type": "object"}}}
+    et = EventType("acme.unusable", "acme", "business",
+                   EventTypeSchema("json_schema", json.dumps(document), "1.0.0"))
+    timeline = Timeline("t", et.name, 0, "default", "topic", 1)
+    appended = []
+    with pytest.raises(BatchRejected) as rejected:
+        publish(et, timeline, lambda payloads, keys: appended.append(payloads) or {},
+                [{"metadata": {}}, {}], None, "flow")
+    assert appended == []
+    assert {(item.status, item.step) for item in rejected.value.items} == {
+        ("failed", "validating")}
+    detail = rejected.value.items[0].detail
+    assert detail.startswith("the event type's schema cannot be used to validate events: ")
+    assert "'#/properties/o' does not resolve" in detail

@@ -521,3 +521,31 @@ def test_an_event_owner_selector_names_something():
         "event_owner_selector.name",
         "event_owner_selector.value",
     ]
+
+
+ROOT_REF = {
+    "$ref": "#/definitions/O",
+    "definitions": {"O": {"type": "object", "properties": {"order_number": {"type": "string"}}}},
+}
+
+
+@pytest.mark.parametrize("mode", ["forward", "compatible", "none"])
+@pytest.mark.parametrize("make", [business_body, data_body])
+def test_a_schema_whose_root_is_a_reference_is_accepted(make, mode):
+    body = make(schema=schema_of(ROOT_REF), compatibility_mode=mode)
+    assert check_event_type(body, SETTINGS).category == body["category"]
+
+
+def test_metadata_fields_can_order_a_business_type_whose_root_is_a_reference():
+    body = business_body(schema=schema_of(ROOT_REF), ordering_key_fields=["metadata.occurred_at"])
+    assert check_event_type(body, SETTINGS).ordering_key_fields == ("metadata.occurred_at",)
+
+
+def test_a_schema_its_effective_schema_cannot_resolve_is_refused():
+    """Draft 4 ignores what is beside a root `$ref`, so the effective schema leaves it out:
+    a reference into it would fail every publish, so creation refuses it."""
+    document = {"$ref": "#/properties/o", "properties": {"o": {"type": "object"}}}
+    assert_refused(business_body(schema=schema_of(document), partition_key_fields=[],
+                                 partition_strategy="random"),
+                   "schema.schema",
+                   "cannot be used to validate events: $ref '#/properties/o' does not resolve")
