@@ -265,3 +265,96 @@ def test_malformed_batches_are_problems(base_url, data, content_type, status, ev
 
 def test_unknown_event_type_is_a_404(base_url):
     assert_problem(post(base_url, "no.such-type", [business_event()]), 404)
+
+
+ROOT_REF_SCHEMA = {
+    "$ref": "#/definitions/O",
+    "definitions": {"O": {"type": "object", "properties": {"order_number": {"type": "string"}}}},
+}
+BASE_AND_EXTENSION = {
+    "definitions": {"Base": {"type": "object", "properties": {"id": {"type": "string"}},
+                             "required": ["id"]}},
+    "allOf": [{"$ref": "#/definitions/Base"}, {"properties": {"extra": {"type": "integer"}}}],
+}
+TWO_BRANCHES = {"allOf": [{"properties": {"a": {"type": "string"}}},
+                          {"properties": {"b": {"type": "string"}}}]}
+
+
+def assert_refused_at_validating(response, detail_part):
+    assert response.status_code == 422, response.text
+    [item] = response.json()
+    assert (item["publishing_status"], item["step"]) == ("failed", "validating")
+    assert detail_part in item["detail"], item["detail"]
+
+
+def schema_body(document):
+    return {"type": "json_schema", "schema": json.dumps(document)}
+
+
+def metadata():
+    return business_event()["metadata"]
+
+
+@pytest.mark.parametrize("default_storage", ["postgres"], indirect=True)
+@pytest.mark.parametrize("mode", ["forward", "compatible", "none"])
+def test_a_business_schema_whose_root_is_a_reference(base_url, pool, event_types, mode):
+    """Its metadata is validated and required (was a 500 or stored unchecked), and in strict
+    modes metadata is not taken for an undeclared property (every event was refused)."""
+    name = event_types(schema=schema_body(ROOT_REF_SCHEMA), compatibility_mode=mode)
+    assert_refused_at_validating(post(base_url, name, [{"order_number": "x"}]),
+                                 "'metadata' is a required property")
+    bad_eid = {"order_number": "x", "metadata": {**metadata(), "eid": "nope"}}
+    assert_refused_at_validating(post(base_url, name, [bad_eid]), "'nope' is not a 'uuid'")
+    response = post(base_url, name, [{"order_number": "x", "metadata": metadata()}])
+    assert response.status_code == 200, response.text
+    surprise = post(base_url, name, [{"order_number": "y", "metadata": metadata(), "z": 1}])
+    if mode == "forward":
+        assert surprise.status_code == 200, surprise.text
+    else:
+        assert_refused_at_validating(surprise, "('z' was unexpected)")
+    assert len(all_stored(pool, name)) == (2 if mode == "forward" else 1)
+
+
+@pytest.mark.parametrize("default_storage", ["postgres"], indirect=True)
+@pytest.mark.parametrize("mode", ["forward", "compatible"])
+def test_a_data_schema_whose_root_is_a_reference(base_url, pool, event_types, mode):
+    """Its references resolve against itself (every publish was a 500)."""
+    name = event_types(category="data", schema=schema_body(ROOT_REF_SCHEMA),
+                       partition_strategy="random", compatibility_mode=mode)
+    event = {"data_op": "C", "data_type": "order", "data": {"order_number": "1"},
+             "metadata": metadata()}
+    assert post(base_url, name, [event]).status_code == 200
+    bad = {**event, "data": {"order_number": 1}, "metadata": metadata()}
+    assert_refused_at_validating(post(base_url, name, [bad]), "1 is not of type 'string'")
+    assert len(all_stored(pool, name)) == 1
+
+
+@pytest.mark.parametrize("default_storage", ["postgres"], indirect=True)
+@pytest.mark.parametrize("mode", ["compatible", "none"])
+def test_strict_modes_accept_properties_declared_through_composition(base_url, pool,
+                                                                     event_types, mode):
+    undefined = event_types(category="undefined", enrichment_strategies=[],
+                            schema=schema_body(TWO_BRANCHES), compatibility_mode=mode)
+    assert post(base_url, undefined, [{"a": "x", "b": "y"}]).status_code == 200
+    assert_refused_at_validating(post(base_url, undefined, [{"a": "x", "c": "y"}]),
+                                 "('c' was unexpected)")
+    business = event_types(schema=schema_body(BASE_AND_EXTENSION), compatibility_mode=mode)
+    good = {"id": "1", "extra": 2, "metadata": metadata()}
+    assert post(base_url, business, [good]).status_code == 200
+    assert_refused_at_validating(post(base_url, business, [{**good, "extra": "2"}]),
+                                 "'2' is not of type 'integer'")
+    assert_refused_at_validating(post(base_url, business, [{**good, "surprise": 1}]),
+                                 "('surprise' was unexpected)")
+    assert len(all_stored(pool, undefined)) == len(all_stored(pool, business)) == 1
+
+
+def test_a_schema_that_cannot_validate_events_is_refused_at_creation(base_url):
+    """Draft 4 ignores what is beside a root $ref: a reference into it would make every
+    publish fail, so the event type is not created."""
+    document = {"$ref": "#/properties/o", "properties": {"o": {"type": "object"}}}
+    body = {"name": "pub.unusable-schema", "owning_application": "order-service",
+            "category": "business", "enrichment_strategies": ["metadata_enrichment"],
+            "schema": schema_body(document)}
+    response = requests.post(f"{base_url}/event-types", json=body)
+    problem = assert_problem(response, 422)
+    assert "'#/properties/o' does not resolve" in problem["detail"]
