@@ -18,6 +18,7 @@ from app.api.lookups import (
 from app.api.params import int_param
 from app.api.stream_params import stream_limits
 from app.coordination.subscription_state import SubscriptionState
+from app.domain.subscription import Subscription
 from app.domain.topology import PartitionKey
 from app.monitoring.recording import StreamMeter
 from app.problems import Problem
@@ -48,22 +49,27 @@ BODY_PARAMETERS = ("batch_limit", "stream_limit", "batch_flush_timeout", "stream
 @blueprint.get("/subscriptions/<subscription_id>/events")
 @needs_scope(Scope.READ)
 def stream(subscription_id: str) -> Response:
-    return _stream(subscription_id, request.args, frozenset())
+    subscription = subscription_or_404(subscription_id)
+    require_subscription_reader(subscription)
+    return _stream(subscription, request.args, frozenset())
 
 
 @blueprint.post("/subscriptions/<subscription_id>/events")
 @needs_scope(Scope.READ)
 def stream_partitions(subscription_id: str) -> Response:
     """Parameters come from the body (the query's are used for those it lacks)."""
+    subscription = subscription_or_404(subscription_id)
+    # Before the body: its 422s tell the subscription's partitions.
+    require_subscription_reader(subscription)
     body = optional_json_body({})
     if not isinstance(body, Mapping):
         raise Problem(422, "the body must be a JSON object with the stream parameters and "
                            'optionally "partitions": [{"event_type": ..., "partition": ...}]')
-    subscription = subscription_or_404(subscription_id)
     partitions = subscription_partitions_of(subscription)
     source = dict(request.args.items())
     source.update(_body_parameters(body))
-    return _stream(subscription_id, source, _requested(body.get("partitions"), partitions))
+    return _stream(subscription, source, _requested(body.get("partitions"), partitions),
+                   partitions)
 
 
 def _body_parameters(body: Mapping[str, Any]) -> dict[str, str]:
@@ -109,15 +115,16 @@ def _stream_params(source: Mapping[str, str], requested: frozenset[PartitionKey]
     return SubscriptionStreamParams(limits, max_uncommitted, float(commit_timeout), requested)
 
 
-def _stream(subscription_id: str, source: Mapping[str, str],
-            requested: frozenset[PartitionKey]) -> Response:
+def _stream(subscription: Subscription, source: Mapping[str, str],
+            requested: frozenset[PartitionKey],
+            partitions: SubscriptionPartitions | None = None) -> Response:
+    """The stream of a subscription whose reader was checked."""
     current = services()
-    subscription = subscription_or_404(subscription_id)
-    require_subscription_reader(subscription)
     params = _stream_params(source, requested)
     if request.method == "HEAD":
         return stream_head()
-    partitions = subscription_partitions_of(subscription)
+    if partitions is None:
+        partitions = subscription_partitions_of(subscription)
 
     def engine_for(storage_id: str) -> StorageEngine:
         return current.engines.get(storage_id)

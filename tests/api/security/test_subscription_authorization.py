@@ -109,6 +109,15 @@ def stream_status(url: str, subscription_id: str, headers: dict) -> int:
         return response.status_code
 
 
+def stream_asking_status(url: str, subscription_id: str, headers: dict) -> int:
+    """A stream (POST) asking for a partition outside the subscription: a 422 for a
+    reader, which names the subscription's partitions; before, everyone got it."""
+    with requests.post(f"{url}/subscriptions/{subscription_id}/events", headers=headers,
+                       json={"partitions": [{"event_type": "other", "partition": "9"}]},
+                       stream=True, timeout=30) as response:
+        return response.status_code
+
+
 def commit_status(url: str, subscription_id: str, headers: dict) -> int:
     """Open a stream as the caller and commit the cursor of its first line."""
     with open_stream(url, subscription_id, headers) as stream:
@@ -142,6 +151,7 @@ def reset_status(url: str, subscription_id: str, headers: dict) -> int:
 # action: (how it is tried by an allowed caller, by a refused one, who may, statuses allowed)
 ACTIONS = {
     "stream": (stream_status, stream_status, "app", {200}),
+    "stream asking": (stream_asking_status, stream_asking_status, "app", {422}),
     "commit": (commit_status, anonymous_commit_status, "app", {200, 204}),
     "cursors": (view_status("cursors"), view_status("cursors"), "app", {200}),
     "stats": (view_status("stats"), view_status("stats"), "app", {200}),
