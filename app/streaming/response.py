@@ -22,7 +22,10 @@ def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], No
     reading is cut off once the stream is past its deadline (``time_left``, see
     ``write_deadline``); when the stream ends, ``on_end`` runs (also when the
     client left early, and when the body was never read) and the connection is
-    closed, as Nakadi does: some clients read until the socket closes."""
+    closed, as Nakadi does: some clients read until the socket closes. The headers
+    do not announce it (``Connection: close``): told so, Python's ``http.client``
+    gives the connection's socket up before the body, and clients that read the
+    stream from that socket (pyNakadi) cannot start."""
     compress = _gzip_accepted()
     connection = request.environ.get("gunicorn.socket")
     ended = False
@@ -31,6 +34,7 @@ def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], No
         nonlocal ended
         if not ended:
             ended = True
+            lifecycle.close_connection_after_response()
             lines.close()
             on_end()
 
@@ -44,7 +48,6 @@ def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], No
             # the stream's partitions free.
             end()
 
-    lifecycle.close_connection_after_response()
     response = _with_stream_headers(Response(body()), compress)
     response.headers.update(headers or {})
     # Also run by the response's close, which the WSGI server calls whether or not it
