@@ -1,7 +1,9 @@
-"""The container's health check: ``GET /health`` on the port gunicorn binds.
+"""The container's health check: ``GET /health/live`` on the port gunicorn binds.
 
-Exits 0 when the broker answers 200 (it reaches every dependency), 1 otherwise,
-printing why. Standard library only, so the image needs no curl.
+Exits 0 when the broker answers 200, 1 otherwise, printing why. Not ``/health``:
+an orchestrator that replaces unhealthy containers (Docker Swarm) would replace
+every one of them during a dependency's outage, and none could start until it
+ends. Standard library only, so the image needs no curl.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ import sys
 import urllib.error
 import urllib.request
 
-HEALTH_PATH = "/health"
+HEALTH_PATH = "/health/live"
 DEFAULT_BIND = "0.0.0.0:8080"
 
 
 def health_url(bind: str) -> str:
-    """The local URL of ``/health`` for gunicorn's ``bind`` (``host:port``)."""
+    """The local URL of ``/health/live`` for gunicorn's ``bind`` (``host:port``)."""
     host, _, port = bind.rpartition(":")
     if host in ("", "0.0.0.0", "[::]", "::"):
         host = "127.0.0.1"

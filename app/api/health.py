@@ -1,4 +1,5 @@
 """``GET /health``: whether this instance can reach everything it depends on.
+``GET /health/live``: whether it answers at all.
 
 Every dependency is asked at the same time and given a bounded time, so the
 answer comes within a second whatever is down, naming what is."""
@@ -65,3 +66,13 @@ def health() -> Response:
         detail = "; ".join(f"{name} is down ({reason})" for name, reason in down.items())
         return problem_response(503, detail, "Service Unavailable", {"dependencies": states})
     return jsonify({"status": "OK", "dependencies": states})
+
+
+@blueprint.get("/health/live")
+def live() -> Response:
+    """200 whenever a worker answers, asking no dependency: what orchestrators' probes
+    should ask. An outage of PostgreSQL, ZooKeeper or a storage fails ``/health`` on
+    every instance at once; taken out of the load balancer, they would stop serving
+    what still works (publishing while ZooKeeper is down, postgres event types while
+    Kafka is), and restarted, they would not start while it lasts."""
+    return jsonify({"status": "OK"})

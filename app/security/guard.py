@@ -29,7 +29,7 @@ from app.security.settings_cache import SettingsUnavailable
 from app.security.subjects import Subject
 from app.services import services
 
-OPEN_PATHS = frozenset({"/health", "/openapi.json"})
+OPEN_PATHS = frozenset({"/health", "/health/live", "/openapi.json"})
 STREAM_CHECK_INTERVAL_S = 1.0
 SUBSCRIPTION_CHECK_INTERVAL_S = 5.0
 REALM = "nakadi"

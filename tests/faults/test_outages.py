@@ -99,6 +99,11 @@ def _health(faults: FaultStack) -> requests.Response:
     return requests.get(faults.url + "/health", timeout=CLIENT_TIMEOUT_S)
 
 
+def _live(faults: FaultStack) -> bool:
+    """Whether ``/health/live``, what the deploy files' probes ask, answers 200."""
+    return requests.get(faults.url + "/health/live", timeout=CLIENT_TIMEOUT_S).status_code == 200
+
+
 def test_postgresql_killed(faults: FaultStack):
     name = new_fault_event_type(faults.url, PARTITIONS)
     with _loaded(faults, name) as (publisher, streamer):
@@ -111,6 +116,7 @@ def test_postgresql_killed(faults: FaultStack):
         health = _health(faults)
         assert health.status_code == 503 and "postgresql is down" in health.json()["detail"]
         assert health.json()["dependencies"]["postgresql"] == "down"  # as README's table says
+        assert _live(faults)  # asks no dependency
         restarting = time.monotonic()
         faults.restart("postgres")
         up = time.monotonic()
@@ -194,6 +200,7 @@ def test_zookeeper_killed(faults: FaultStack):
         assert health.status_code == 503 and "zookeeper is down" in health.json()["detail"]
         dependencies = health.json()["dependencies"]
         assert dependencies["zookeeper"] == "down" and dependencies["postgresql"] == "up"
+        assert _live(faults)  # probes keep the instance, which still publishes
         # Publishing does not need ZooKeeper: it goes on.
         during = time.monotonic()
         wait_until(lambda: publisher.ok_since(during), 10, what="publishing during the outage")
@@ -247,6 +254,7 @@ def test_kafka_broker_stopped(faults: FaultStack):
                    what="a 503 for opening a stream")
         health = _health(faults)
         assert health.status_code == 503 and "storage:kafka is down" in health.json()["detail"]
+        assert _live(faults)  # probes keep the instance: postgres event types still work
         publisher.stop()
         streamer.stop()
         restarting = time.monotonic()

@@ -271,7 +271,8 @@ def test_kubernetes_deployment_matches_the_app():
     routes = app_routes()
     for probe in ("readinessProbe", "livenessProbe", "startupProbe"):
         check = container[probe]["httpGet"]
-        assert check["path"] == "/health" and check["path"] in routes
+        # Not /health: a dependency's outage would fail every pod at once.
+        assert check["path"] == "/health/live" and check["path"] in routes
         assert check["port"] in ports
 
     stop_pause = container["lifecycle"]["preStop"]["sleep"]["seconds"]

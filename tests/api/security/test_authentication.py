@@ -25,6 +25,7 @@ def test_without_a_token_every_endpoint_but_health_is_a_401_with_a_challenge(sec
         assert response.headers["WWW-Authenticate"] == 'Bearer realm="nakadi"'
     assert requests.get(secure_url + "/health").status_code == 200
     assert requests.get(secure_url + "/health/").status_code == 200
+    assert requests.get(secure_url + "/health/live").json() == {"status": "OK"}
 
 
 def test_a_valid_token_is_accepted(secure_url, token_info):
