@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from app.repository.storages import Storage
 
@@ -95,16 +95,25 @@ def storage_from_body(body: Any) -> Storage:
     return Storage(storage_id, storage_type, checked, False)
 
 
+SECRET_PARAMETERS = frozenset({"password", "sslpassword"})
+"""libpq's connection parameters that hold a secret, which a URL may also carry in
+its query (``postgresql://u@host/db?password=...``)."""
+
+
 def _without_password(url: str) -> str:
     try:
         parts = urlsplit(url)
     except ValueError:  # stored before database_url was checked as a URL
         scheme, _, rest = url.partition("://")
         return f"{scheme}://***@{rest.rpartition('@')[2]}"
-    if parts.password is None:
-        return url
-    host = parts.netloc.rpartition("@")[2]
-    return urlunsplit(parts._replace(netloc=f"{parts.username}:***@{host}"))
+    if parts.password is not None:
+        host = parts.netloc.rpartition("@")[2]
+        parts = parts._replace(netloc=f"{parts.username}:***@{host}")
+    query = [(name, "***" if name in SECRET_PARAMETERS else value)
+             for name, value in parse_qsl(parts.query, keep_blank_values=True)]
+    if any(name in SECRET_PARAMETERS for name, _ in query):
+        parts = parts._replace(query=urlencode(query, safe="*"))
+    return urlunsplit(parts)
 
 
 def storage_view(storage: Storage) -> dict[str, Any]:

@@ -127,7 +127,8 @@ def test_start_fails_fast_naming_a_kafka_property_it_cannot_use(server_env, tmp_
 
 
 def test_the_container_health_check_follows_health(base_url, server_env):
-    """The image's HEALTHCHECK command: 0 while /health is 200, 1 when nothing answers."""
+    """The image's HEALTHCHECK command: 0 while /health/live is 200, 1 when nothing
+    answers."""
     def check(bind: str) -> subprocess.CompletedProcess:
         return subprocess.run([sys.executable, "-m", "deploy.healthcheck"], cwd=ROOT,
                               env=dict(server_env, NAKADI_BIND=bind), capture_output=True,
