@@ -56,6 +56,12 @@ def prepare(settings: Settings) -> list[str]:
         raise DependencyUnavailable(
             f"PostgreSQL at {_address(settings.database_url)} is unreachable ({reason})"
         ) from None
+    except psycopg2.ProgrammingError:
+        # libpq's "invalid dsn" quotes the part it could not read: often the password.
+        raise ValueError(
+            "NAKADI_DATABASE_URL is not a connection URL libpq can read (are special "
+            "characters of the user name and password percent-encoded, and is every "
+            "query parameter one libpq knows?)") from None
     try:
         _check_zookeeper(settings.zookeeper)
         if settings.kafka_bootstrap_servers:

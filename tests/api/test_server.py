@@ -92,6 +92,19 @@ def test_start_fails_fast_naming_an_unreachable_database(server_env):
     assert "Traceback" not in err
 
 
+def test_start_fails_in_one_line_without_the_password_on_a_url_libpq_cannot_read(server_env):
+    # An unencoded "%" in the password: libpq's "invalid dsn" quotes the password, and
+    # before, its traceback went to the log.
+    env = dict(server_env,
+               NAKADI_DATABASE_URL="postgresql://nakadi:pw%zzSECRET@127.0.0.1:1/nakadi")
+    code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
+    assert code != 0
+    assert "nakadi: cannot start: NAKADI_DATABASE_URL is not a connection URL libpq can " \
+           "read" in err
+    assert "SECRET" not in err
+    assert "Traceback" not in err
+
+
 def test_start_fails_fast_naming_an_unreachable_zookeeper(server_env):
     dead = free_port()
     env = dict(server_env, NAKADI_ZOOKEEPER=f"127.0.0.1:{dead}")
