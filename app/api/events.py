@@ -33,7 +33,7 @@ from app.security.scopes import Scope
 from app.services import services
 from app.storage.engine import PartitionBounds
 from app.streaming.event_stream import open_event_stream
-from app.streaming.response import stream_head, stream_response
+from app.streaming.response import refuse_while_shutting_down, stream_head, stream_response
 
 blueprint = Blueprint("events", __name__)
 
@@ -107,6 +107,7 @@ def _start_positions(timeline: Timelines, bounds: Mapping[int, PartitionBounds]
 @blueprint.get("/event-types/<name>/events")
 @needs_scope(Scope.READ)
 def stream_events(name: str) -> Response:
+    refuse_while_shutting_down()
     current = services()
     event_type, timeline = event_type_or_404(name)
     require_consumer([event_type])

@@ -30,7 +30,7 @@ from app.security.guard import (
 from app.security.scopes import Scope
 from app.services import services
 from app.storage.engine import StorageEngine
-from app.streaming.response import stream_head, stream_response
+from app.streaming.response import refuse_while_shutting_down, stream_head, stream_response
 from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
 from app.subscriptions.stream import SubscriptionStream
 from app.subscriptions.stream_options import (
@@ -119,6 +119,7 @@ def _stream(subscription: Subscription, source: Mapping[str, str],
             requested: frozenset[PartitionKey],
             partitions: SubscriptionPartitions | None = None) -> Response:
     """The stream of a subscription whose reader was checked."""
+    refuse_while_shutting_down()
     current = services()
     params = _stream_params(source, requested)
     if request.method == "HEAD":

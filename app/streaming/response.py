@@ -9,6 +9,7 @@ from itertools import chain
 from flask import Response, request
 
 from app import lifecycle
+from app.problems import Problem
 from app.streaming.connection import written_within
 
 STREAM_CONTENT_TYPE = "application/x-json-stream"
@@ -55,6 +56,16 @@ def stream_response(lines: Generator[bytes, None, None], on_end: Callable[[], No
     # run its ``finally``.
     response.call_on_close(end)
     return response
+
+
+def refuse_while_shutting_down() -> None:
+    """A 503 for a stream asked of a worker told to stop. gunicorn's gevent worker
+    closes its listeners only on its next tick (up to a second later); a stream
+    opened meanwhile would end at once, a 200 without a line, and a client that
+    reconnects at once would go round on such streams until the listeners close."""
+    if lifecycle.is_shutting_down():
+        raise Problem(503, "this instance is shutting down; open the stream again "
+                           "(another instance serves it)")
 
 
 def stream_head() -> Response:

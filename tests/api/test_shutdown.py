@@ -10,6 +10,7 @@ import uuid
 
 import requests
 
+from app.problems import RETRY_AFTER_S
 from deploy.localstack import free_port
 from tests.api.conftest import start_gunicorn, stop_gunicorn, wait_until_serving
 from tests.helpers.broker import business_event, new_event_type, post
@@ -133,3 +134,38 @@ def test_sigterm_ends_streams_with_a_complete_last_batch_and_finishes_publishes(
         stop_gunicorn(server)
         if subscription is not None:
             requests.delete(f"{base_url}/subscriptions/{subscription}", timeout=15)
+
+
+def test_a_stream_asked_for_after_sigterm_is_a_503_not_an_empty_stream(
+        base_url, server_env, tmp_path):
+    # gunicorn's gevent workers close their listeners up to a second after SIGTERM.
+    # Before, a stream opened meanwhile was a 200 that ended at once without a line,
+    # and a client reconnecting at once went round on them (the operations audit).
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    log = tmp_path / "gunicorn.log"
+    server = start_gunicorn(server_env, port, log, GRACEFUL_TIMEOUT_S)
+    name = new_event_type(base_url, default_statistic=ONE_PARTITION)
+    try:
+        wait_until_serving(server, url, log)
+        # An open stream keeps its worker running after SIGTERM.
+        held = open_stream(port, f"/event-types/{name}/events?batch_flush_timeout=1")
+        server.send_signal(signal.SIGTERM)
+        # The master passes the signal on within milliseconds; a stream asked for
+        # before a worker had it is served as usual.
+        time.sleep(0.05)
+        answers = []
+        until = time.monotonic() + 0.5
+        while time.monotonic() < until:
+            try:
+                answer = requests.get(f"{url}/event-types/{name}/events", timeout=5)
+            except requests.RequestException:
+                continue  # the listeners closed: the client goes elsewhere
+            answers.append((answer.status_code, answer.headers.get("Content-Type"),
+                            answer.headers.get("Retry-After")))
+        assert answers, "no request reached a worker before its listener closed"
+        assert set(answers) == {(503, "application/problem+json", str(RETRY_AFTER_S))}, answers
+        held.close()
+    finally:
+        stop_gunicorn(server)
+        requests.delete(f"{base_url}/event-types/{name}", timeout=15)
