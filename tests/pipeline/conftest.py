@@ -7,6 +7,7 @@ import os
 import sys
 from collections.abc import Iterator
 
+import orjson
 import pytest
 
 # The session's gunicorns and the choice of engine, shared with the API tests.
@@ -54,3 +55,39 @@ def spark() -> Iterator:
     session.dataSource.register(NakadiDataSource)
     yield session
     session.stop()
+
+
+@pytest.fixture
+def compacted_event_type(base_url, pool) -> Iterator[tuple[str, dict[str, str]]]:  # noqa: F811
+    """A one-partition compacted event type on the postgres storage: 4 rounds of the
+    keys k0..k4 (amounts 0..4, 10..14, 20..24, 30..34), compacted, so that the
+    events of the last round stay at offsets 15..19 and the 15 before are gaps.
+    Its name and, per eid that stays, the offset the broker's stream gives it."""
+    import requests
+
+    from tests.helpers.broker import business_event, new_event_type, post
+    from tests.helpers.storage import engine_for
+
+    name = new_event_type(base_url, cleanup_policy="compact", default_statistic={
+        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
+        "write_parallelism": 1})
+    for round_ in range(4):
+        events = [business_event(round_ * 10 + k) for k in range(5)]
+        for k, event in enumerate(events):
+            event["metadata"]["partition_compaction_key"] = f"k{k}"
+        assert post(base_url, name, events).status_code == 200
+    engine = engine_for(pool, "postgres")
+    try:
+        engine.compact(0)
+    finally:
+        engine.close()
+    stream = requests.get(
+        f"{base_url}/event-types/{name}/events", timeout=30,
+        headers={"X-Nakadi-Cursors": '[{"partition": "0", "offset": "begin"}]'},
+        params={"batch_limit": 1, "stream_limit": 5, "batch_flush_timeout": 1})
+    lines = [orjson.loads(line) for line in stream.text.splitlines()]
+    survivors = {line["events"][0]["metadata"]["eid"]: line["cursor"]["offset"]
+                 for line in lines if line.get("events")}
+    assert sorted(survivors.values()) == [f"001-0001-{n:018d}" for n in range(15, 20)]
+    yield name, survivors
+    requests.delete(f"{base_url}/event-types/{name}")

@@ -143,3 +143,13 @@ def test_a_subscription_follows_the_lake_and_starts_a_new_archive_at_its_cursors
     assert archive("new-checkpoint") == 4
     assert unconsumed() == 0
     assert len(lake_rows(tmp_path / "lake", name)) == 24
+
+
+def test_a_compacted_event_type_is_archived_once_per_event_that_stays(
+        base_url, tmp_path, compacted_event_type):
+    name, survivors = compacted_event_type
+    done = archive_once(archiver(base_url, tmp_path, "--event-type", name,
+                                 "--max-events-per-trigger", "8", "--master", "local[1]"))
+    assert f"{name}: 5 events archived, lag 0" in done.stderr
+    rows = lake_rows(tmp_path / "lake", name)
+    assert sorted((r["eid"], r["offset"]) for r in rows) == sorted(survivors.items())

@@ -114,3 +114,13 @@ def test_all_event_types_are_listed_and_each_checked_before_spark_starts():
     args = arguments(["--url", URL, "--all-event-types", "--output", "o", "--checkpoint", "c"])
     assert event_types(args, BrokerClient(URL)) == ["a", "b"]
     assert all(call.call_count == 1 for call in checked)
+
+
+@responses.activate
+def test_a_stream_refused_while_the_partitions_slots_are_taken_is_asked_again(monkeypatch):
+    monkeypatch.setattr("workers.pipeline.client.BUSY_PAUSE_S", 0)
+    url = f"{URL}/event-types/orders/events"
+    responses.get(url, status=429, json={"detail": "partition 0 already has 3 streams"})
+    responses.get(url, body=b'{"cursor": {"partition": "0", "offset": "5"}, "events": [{}]}\n')
+    [line] = BrokerClient(URL).stream("orders", "0", "4", 1)
+    assert line.offset == "5" and len(responses.calls) == 2

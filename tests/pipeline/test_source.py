@@ -167,3 +167,17 @@ def test_an_offset_the_event_type_does_not_have_is_a_clear_error(spark, base_url
         nakadi(spark, base_url, four_partitions,
                startingOffsets=json.dumps({"7": offset(0)})).collect()
     assert "has no partition 7" in one_line_error(caught.value)
+
+
+def test_a_compacted_event_type_gives_each_event_that_stays_once_with_its_offset(
+        spark, base_url, compacted_event_type):
+    name, survivors = compacted_event_type
+    rows = nakadi(spark, base_url, name, eventsPerSplit="7").collect()
+    assert sorted((r["eid"], r["offset"]) for r in rows) == sorted(survivors.items())
+    assert sorted(r["amount"] for r in rows) == [30.0, 31.0, 32.0, 33.0, 34.0]
+    # A range ends at its end offset; one whose end compaction emptied, before the
+    # next event.
+    partial = nakadi(spark, base_url, name, endingOffsets=json.dumps({"0": offset(16)}))
+    assert positions(partial) == [("0", offset(15)), ("0", offset(16))]
+    assert nakadi(spark, base_url, name,
+                  endingOffsets=json.dumps({"0": offset(12)})).count() == 0

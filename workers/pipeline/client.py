@@ -10,6 +10,7 @@ stack trace from a worker.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +24,10 @@ import requests
 CONNECT_TIMEOUT_S = 10
 READ_TIMEOUT_S = 60
 STREAM_CHUNK_BYTES = 1 << 20
+# A stream refused with 429 (the partition's stream slots are taken, for example by
+# streams just closed that the broker has not noticed yet) is asked again for so long.
+BUSY_RETRY_S = 30
+BUSY_PAUSE_S = 1.0
 # Every digit as "0": a run of 19 zeros then means a number orjson may not read exactly.
 DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 NINETEEN_DIGITS = b"0" * 19
@@ -95,14 +100,31 @@ class BrokerClient:
         return {**headers, **(extra or {})}
 
     def _request(self, method: str, path: str, what: str, *, stream: bool = False,
-                 **kwargs: Any) -> requests.Response:
+                 busy_retry_s: float = 0, **kwargs: Any) -> requests.Response:
+        """The response; with ``busy_retry_s``, a 429 is asked again (every second)
+        for that long before it is an error."""
+        deadline = time.monotonic() + busy_retry_s
+        while True:
+            response = self._send(method, path, what, stream, **kwargs)
+            if response.status_code != 429 or time.monotonic() >= deadline:
+                break
+            response.close()
+            time.sleep(BUSY_PAUSE_S)
+        if response.status_code >= 400:
+            raise BrokerError(_failure(response, what, self.url))
+        return response
+
+    def _send(self, method: str, path: str, what: str, stream: bool,
+              **kwargs: Any) -> requests.Response:
         if self._session is None:
             self._session = requests.Session()
         url = self.url + path
+        headers = self._headers(kwargs.get("headers"))
+        kwargs = {k: v for k, v in kwargs.items() if k != "headers"}
         try:
-            response = self._session.request(
+            return self._session.request(
                 method, url, timeout=(CONNECT_TIMEOUT_S, READ_TIMEOUT_S), stream=stream,
-                headers=self._headers(kwargs.pop("headers", None)), **kwargs)
+                headers=headers, **kwargs)
         except requests.ConnectionError as error:
             raise BrokerError(f"cannot reach the broker at {self.url} ({what}): "
                               f"{_reason(error)}; is the URL right and the broker up?") from None
@@ -112,9 +134,6 @@ class BrokerClient:
         except requests.RequestException as error:
             raise BrokerError(f"cannot talk to the broker at {self.url} ({what}): "
                               f"{error}") from None
-        if response.status_code >= 400:
-            raise BrokerError(_failure(response, what, self.url))
-        return response
 
     def _json(self, method: str, path: str, what: str, **kwargs: Any) -> Any:
         response = self._request(method, path, what, **kwargs)
@@ -204,6 +223,7 @@ class BrokerClient:
         response = self._request(
             "GET", f"/event-types/{quote(name, safe='')}/events",
             f"streaming partition {partition} of {name!r}", stream=True,
+            busy_retry_s=BUSY_RETRY_S,
             # Uncompressed: gzip costs the broker and the reader more CPU than the
             # bytes it saves on a local network.
             headers={"X-Nakadi-Cursors": cursors, "Accept-Encoding": "identity"},

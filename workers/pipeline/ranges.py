@@ -6,7 +6,9 @@ Offsets are opaque strings; every position is computed by the broker
 pipeline works with any broker's offsets. The only shortcut: the offsets of the
 events inside a stream batch are derived from the batch's cursor when offsets
 have Nakadi's ``VVV-TTTT-NNN…`` shape and the arithmetic checks out; otherwise
-the broker is asked.
+the broker is asked. Compacted event types have gaps (removed events keep their
+offsets), so their ranges are read one event per stream line, whose cursor is
+that event's own offset, up to the range's end offset.
 """
 
 from __future__ import annotations
@@ -31,11 +33,13 @@ NAKADI_OFFSET = re.compile(r"^(\d{3}-\d{4}-)(\d+|-1)$")
 @dataclass(frozen=True)
 class OffsetRange:
     """The ``count`` events of a partition after offset ``after`` up to and
-    including offset ``until``."""
+    including offset ``until``. In a ``compacted`` event type ``count`` is the
+    offsets' distance, the removed events included: an upper bound."""
     partition: str
     after: str
     until: str
     count: int
+    compacted: bool = False
 
 
 def parse_offsets(spec: str | None, default: str, what: str) -> dict[str, str] | str:
@@ -65,9 +69,10 @@ def parse_offsets(spec: str | None, default: str, what: str) -> dict[str, str] |
 class OffsetPlanner:
     """Resolves offsets of one event type through the broker."""
 
-    def __init__(self, client: BrokerClient, event_type: str) -> None:
+    def __init__(self, client: BrokerClient, event_type: str, compacted: bool = False) -> None:
         self.client = client
         self.event_type = event_type
+        self.compacted = compacted
         # The distances last asked for: a micro-batch's planning asks the same twice
         # (where it ends, then its ranges); offsets never move, so neither do they.
         self._last_distances: tuple[dict[str, str], dict[str, str], dict[str, int]] | None = None
@@ -138,7 +143,7 @@ class OffsetPlanner:
             bounds = [start[p], *(next(cuts) for _ in range(n - 1)), end[p]]
             for i in range(n):
                 count = min(split_size, distances[p] - i * split_size)
-                result.append(OffsetRange(p, bounds[i], bounds[i + 1], count))
+                result.append(OffsetRange(p, bounds[i], bounds[i + 1], count, self.compacted))
         return result
 
     def advance(self, start: Mapping[str, str], max_events: int | None,
@@ -204,6 +209,9 @@ def read_range(client: BrokerClient, event_type: str, span: OffsetRange,
     batches (as ``client.stream`` gives them). A stream that ends early is
     reopened after the last event received; a range the broker cannot fill is an
     error, never a silent gap."""
+    if span.compacted:
+        yield from _read_compacted(client, event_type, span, exact, decode)
+        return
     after, remaining = span.after, span.count
     while remaining > 0:
         received = 0
@@ -229,3 +237,47 @@ def read_range(client: BrokerClient, event_type: str, span: OffsetRange,
     if after != span.until:
         raise BrokerError(f"partition {span.partition} of {event_type!r}: read up to offset "
                           f"{after}, expected {span.until}")
+
+
+def _read_compacted(client: BrokerClient, event_type: str, span: OffsetRange, exact: bool,
+                    decode: Callable[[bytes], StreamBatch | None] | None,
+                    ) -> Iterator[tuple[pa.StringArray, Sequence[dict[str, Any]] | pa.RecordBatch]]:
+    """A range of a compacted event type: the events that stay, each with its own
+    offset. The offsets of the events inside a line cannot be told from its cursor
+    (removed events leave gaps), so lines hold one event; ``span.count`` counts the
+    removed offsets too, so the range ends at ``until``, or before the first event
+    after it when compaction removed the event at ``until``."""
+    after = span.after
+    while after != span.until:
+        received = 0
+        for batch in client.stream(event_type, span.partition, after, span.count, 1, exact,
+                                   decode):
+            if len(batch.events) != 1:
+                raise BrokerError(f"the broker sent {len(batch.events)} events in a line of "
+                                  f"partition {span.partition} of {event_type!r} asked with "
+                                  "batch_limit 1")
+            received += 1
+            if batch.offset != span.until and offset_after(client, event_type, span.partition,
+                                                           batch.offset, span.until):
+                return
+            yield pa.array([batch.offset], pa.string()), batch.events
+            after = batch.offset
+            if after == span.until:
+                return
+        if not received:
+            raise BrokerError(f"partition {span.partition} of {event_type!r} ended before "
+                              f"offset {span.until} (read up to {after}); were its events "
+                              "removed by retention?")
+
+
+def offset_after(client: BrokerClient, event_type: str, partition: str, offset: str,
+                 other: str) -> bool:
+    """Whether ``offset`` comes after ``other`` in the partition: compared directly
+    when both have Nakadi's shape, else by the broker's cursor distance."""
+    a, b = NAKADI_OFFSET.match(offset), NAKADI_OFFSET.match(other)
+    if a is not None and b is not None:
+        return (a[1], int(a[2])) > (b[1], int(b[2]))
+    [answer] = client.cursor_distances(event_type, [
+        {"initial_cursor": {"partition": partition, "offset": other},
+         "final_cursor": {"partition": partition, "offset": offset}}])
+    return int(answer["distance"]) > 0

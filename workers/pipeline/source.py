@@ -104,9 +104,11 @@ class SourceOptions:
     def client(self) -> BrokerClient:
         return BrokerClient(self.url, self.token, self.token_file)
 
-    def layout(self) -> Layout:
-        """The columns of the event type as the broker defines it now."""
-        event_type = self.client().event_type(self.event_type)
+    def layout(self, event_type: dict | None = None) -> Layout:
+        """The columns of the event type as the broker defines it now (or as
+        ``event_type``, its definition, says)."""
+        if event_type is None:
+            event_type = self.client().event_type(self.event_type)
         schema = event_type.get("schema", {}).get("schema", "{}")
         try:
             parsed = json.loads(schema) if isinstance(schema, str) else schema
@@ -138,8 +140,10 @@ class _RangeReader:
 
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
-        self.layout = options.layout()
-        self.planner = OffsetPlanner(options.client(), options.event_type)
+        definition = options.client().event_type(options.event_type)
+        self.layout = options.layout(definition)
+        self.planner = OffsetPlanner(options.client(), options.event_type,
+                                     compacted=definition.get("cleanup_policy") == "compact")
 
     def input_partitions(self, start: Mapping[str, str],
                          end: Mapping[str, str]) -> list[InputPartition]:
