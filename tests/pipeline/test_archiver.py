@@ -153,3 +153,29 @@ def test_a_compacted_event_type_is_archived_once_per_event_that_stays(
     assert f"{name}: 5 events archived, lag 0" in done.stderr
     rows = lake_rows(tmp_path / "lake", name)
     assert sorted((r["eid"], r["offset"]) for r in rows) == sorted(survivors.items())
+
+
+def test_an_event_type_deleted_and_created_again_is_refused_with_its_checkpoint(
+        base_url, tmp_path):
+    name = new_event_type(base_url, default_statistic={
+        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
+        "write_parallelism": 1})
+    publish(base_url, name, 20)
+    command = archiver(base_url, tmp_path, "--event-type", name, "--master", "local[1]")
+    archive_once(command)
+    assert requests.delete(f"{base_url}/event-types/{name}").status_code == 200
+    new_event_type(base_url, name=name, default_statistic={
+        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
+        "write_parallelism": 1})
+    eids = publish(base_url, name, 30)
+    # Its checkpoint's offset (…019) is one of the new event type's: a restart would
+    # skip the new events before it.
+    done = subprocess.run([*command, "--once"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"nakadi-archive: event type {name!r} was deleted and "
+                                  "created again")
+    assert "archive it with a new --checkpoint" in done.stderr
+    assert len(done.stderr.splitlines()) == 1
+    archive_once([*command, "--checkpoint", str(tmp_path / "new-checkpoint")])
+    new_rows = [r for r in lake_rows(tmp_path / "lake", name) if r["eid"] in eids]
+    assert_exactly_once(new_rows, eids)

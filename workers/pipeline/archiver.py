@@ -78,11 +78,34 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 
 def event_types(args: argparse.Namespace, client: BrokerClient) -> list[str]:
-    """The event types to archive, each checked to exist before Spark starts."""
+    """The event types to archive, each checked to exist (and, with a checkpoint,
+    to be the one it archived) before Spark starts."""
     names = client.event_type_names() if args.all_event_types else args.event_types
     for name in dict.fromkeys(names):
-        client.event_type(name)
+        check_identity(args.checkpoint / name, name, client.event_type(name))
     return list(dict.fromkeys(names))
+
+
+def check_identity(checkpoint: Path, name: str, definition: dict) -> None:
+    """Keeps the event type's ``created_at`` in its checkpoint directory and refuses
+    a checkpoint of an event type of the same name that was deleted since: its
+    offsets would name positions of the new one's events, which a restart would
+    skip (or fail on, when they do not exist)."""
+    created = definition.get("created_at")
+    if not created:  # a broker that does not say: nothing to compare
+        return
+    kept = checkpoint / "event-type-created-at"
+    if kept.exists():
+        if kept.read_text().strip() != created:
+            raise BrokerError(
+                f"event type {name!r} was deleted and created again (now created at "
+                f"{created}, the checkpoint {checkpoint} is of the one created at "
+                f"{kept.read_text().strip()}); archive it with a new --checkpoint")
+        return
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    temporary = checkpoint / "event-type-created-at.new"
+    temporary.write_text(created)
+    os.replace(temporary, kept)
 
 
 def start_spark(master: str) -> SparkSession:
