@@ -3,10 +3,12 @@ killed and restarted, its lake read back by pyarrow and by Spark."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.dataset as ds
@@ -179,3 +181,34 @@ def test_an_event_type_deleted_and_created_again_is_refused_with_its_checkpoint(
     archive_once([*command, "--checkpoint", str(tmp_path / "new-checkpoint")])
     new_rows = [r for r in lake_rows(tmp_path / "lake", name) if r["eid"] in eids]
     assert_exactly_once(new_rows, eids)
+
+
+def test_payload_dates_are_kept_and_undefined_events_are_dated_by_the_archiving_day(
+        spark, base_url, tmp_path):
+    one_partition = {"messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
+                     "write_parallelism": 1}
+    dated = new_event_type(base_url, default_statistic=one_partition, schema={
+        "type": "json_schema", "schema": json.dumps({"properties": {
+            "n": {"type": "integer"}, "date": {"type": "string", "format": "date"}}})})
+    events = [business_event(n, date=f"202{n}-01-02") for n in range(2)]
+    assert post(base_url, dated, events).status_code == 200
+    # An undefined event type's metadata is a payload property like any other.
+    undefined = new_event_type(
+        base_url, category="undefined", enrichment_strategies=[],
+        default_statistic=one_partition, schema={"type": "json_schema", "schema": json.dumps(
+            {"properties": {"n": {"type": "integer"}, "metadata": {"type": "string"},
+                            "DATE": {"type": "string"}}})})
+    assert post(base_url, undefined, [{"n": n, "metadata": f"m{n}", "DATE": "someday"}
+                                      for n in range(3)]).status_code == 200
+    archive_once(archiver(base_url, tmp_path, "--event-type", dated, "--event-type",
+                          undefined, "--master", "local[1]"))
+
+    rows = read_archive(spark, tmp_path / "lake", dated).orderBy("n").collect()
+    assert [r["payload_date"] for r in rows] == ["2020-01-02", "2021-01-02"]
+    assert [r["date"].isoformat() for r in rows] == [
+        r["metadata"]["received_at"][:10] for r in rows]
+    today = datetime.now(UTC).date()
+    rows = read_archive(spark, tmp_path / "lake", undefined).orderBy("n").collect()
+    assert [(r["n"], r["metadata"], r["payload_DATE"]) for r in rows] == [
+        (n, f"m{n}", "someday") for n in range(3)]
+    assert {r["date"] for r in rows} <= {today, today - timedelta(days=1)}  # around midnight

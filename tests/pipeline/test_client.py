@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import responses
 
-from workers.pipeline.archiver import arguments, event_types
+from workers.pipeline.archiver import _one_line, arguments, event_types
 from workers.pipeline.client import BrokerClient, BrokerError, parse_line
 from workers.pipeline.ranges import following_offsets, parse_offsets, share
 from workers.pipeline.source import SourceOptions
@@ -124,3 +124,35 @@ def test_a_stream_refused_while_the_partitions_slots_are_taken_is_asked_again(mo
     responses.get(url, body=b'{"cursor": {"partition": "0", "offset": "5"}, "events": [{}]}\n')
     [line] = BrokerClient(URL).stream("orders", "0", "4", 1)
     assert line.offset == "5" and len(responses.calls) == 2
+
+
+# What a query whose foreachBatch raised reports: the JVM's error wrapping the Python
+# worker's traceback (from an archiver's log, shortened).
+FOREACH_BATCH_FAILURE = """\
+org.apache.spark.sql.execution.streaming.sources.ForeachBatchUserFuncException: \
+[FOREACH_BATCH_USER_FUNCTION_ERROR] An error occurred in the user provided function in \
+foreach batch sink. Reason: An exception was raised by the Python Proxy. Return Message: \
+Traceback (most recent call last):
+  File "/srv/.venv/lib/python3.11/site-packages/py4j/clientserver.py", line 644, in _call_proxy
+    return_value = getattr(self.pool[obj_id], method)(*params)
+                   ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File "/srv/workers/pipeline/lake.py", line 50, in with_date
+    return frame.withColumn("date", day).drop("event_type")
+  File "/srv/.venv/lib/python3.11/site-packages/pyspark/errors/exceptions/captured.py", \
+line 262, in deco
+    raise converted from None
+pyspark.errors.exceptions.captured.AnalysisException: [INVALID_EXTRACT_BASE_FIELD_TYPE] \
+Can't extract a value from "metadata". SQLSTATE: 42000
+ SQLSTATE: 39000
+\tat org.apache.spark.sql.execution.streaming.sources.ForeachBatchSink.callBatchWriter(\
+ForeachBatchSink.scala:60)
+"""
+
+
+def test_an_error_raised_in_foreach_batch_is_reported_as_its_exception_line():
+    assert _one_line(RuntimeError(FOREACH_BATCH_FAILURE)) == (
+        'AnalysisException: [INVALID_EXTRACT_BASE_FIELD_TYPE] Can\'t extract a value from '
+        '"metadata". SQLSTATE: 42000')
+    assert _one_line(RuntimeError("workers.pipeline.client.BrokerError: the broker is gone\n"
+                                  "\tat x")) == "the broker is gone"
+    assert _one_line(RuntimeError("plain\nsecond")) == "plain"

@@ -143,9 +143,12 @@ def start_query(spark: SparkSession, args: argparse.Namespace, name: str) -> Str
                           ("subscription_id", args.subscription_id)):
         if value is not None:
             reader = reader.option(option, str(value))
+    category = BrokerClient(args.url, args.token, args.token_file).event_type(name).get(
+        "category", "undefined")
     writer = (reader.load().writeStream
               .foreachBatch(partial(write_batch, output=args.output, event_type=name,
-                                    archive=archive_id(args.checkpoint / name)))
+                                    archive=archive_id(args.checkpoint / name),
+                                    category=category))
               .option("checkpointLocation", str(args.checkpoint / name)))
     if args.once:
         writer = writer.trigger(availableNow=True)
@@ -211,12 +214,21 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _one_line(error: BaseException) -> str:
-    """The BrokerError inside a Spark error, or the error's first line."""
+    """The BrokerError inside a Spark error; else the exception a Python traceback
+    in it ends with (an error raised in foreachBatch comes back as the JVM's
+    error wrapping the Python worker's traceback); else the error's first line."""
     text = str(getattr(error, "desc", None) or error)
     marker = "BrokerError: "
     if marker in text:
         return text.split(marker, 1)[1].splitlines()[0]
-    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+    lines = text.strip().splitlines()
+    start = next((i for i, line in enumerate(lines)
+                  if line.endswith("Traceback (most recent call last):")), None)
+    for line in lines[start + 1:] if start is not None else ():
+        if line and not line[0].isspace():  # the first line after the frames
+            exception, _, message = line.partition(": ")
+            return f"{exception.rsplit('.', 1)[-1]}: {message}" if message else line
+    return lines[0] if lines else type(error).__name__
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -3,8 +3,9 @@ date, written so that each event is there exactly once.
 
 Layout: ``<output>/event_type=<name>/date=<yyyy-mm-dd>/part-<archive>-<batch>-<n>.parquet``
 (Hive-style, so Spark, pyarrow and DuckDB all see ``event_type`` and ``date``
-columns). The date is the UTC day of ``metadata.received_at``, or the day of
-archiving for events without metadata.
+columns). The date is the UTC day of ``metadata.received_at`` of business and
+data events, or the day of archiving for undefined ones; a payload column named
+``date`` is kept as ``payload_date``.
 
 Why exactly once: Spark writes a micro-batch's offsets to its checkpoint before
 running it and marks it done only after ``write_batch`` returns, so after a
@@ -37,10 +38,18 @@ def event_type_dir(output: Path, event_type: str) -> Path:
     return output / f"event_type={event_type}"
 
 
-def with_date(frame: DataFrame) -> DataFrame:
-    """The rows with their ``date`` column (UTC day received), without the
-    ``event_type`` column that the directory names already."""
-    if "metadata" in frame.columns:
+def with_date(frame: DataFrame, category: str) -> DataFrame:
+    """The rows with their ``date`` column (UTC day received: for business and data
+    events ``metadata.received_at``, for undefined ones, whose ``metadata`` is a
+    payload property if anything, the day of archiving), without the
+    ``event_type`` column that the directory names already. A payload column
+    named ``date`` (in any case, as Spark resolves names) becomes
+    ``payload_<name>``, as payload columns named like broker columns do."""
+    frame = frame.withColumnsRenamed({name: f"payload_{name}" for name in frame.columns
+                                      if name.lower() == "date"})
+    if category not in ("business", "data"):
+        received = F.lit(None).cast("string")
+    elif "metadata" in frame.columns:
         received = F.col("metadata.received_at")
     elif "raw" in frame.columns:
         received = F.get_json_object(F.col("raw"), "$.metadata.received_at")
@@ -62,12 +71,12 @@ def archive_id(checkpoint: Path) -> str:
 
 
 def write_batch(frame: DataFrame, batch_id: int, output: Path, event_type: str,
-                archive: str) -> None:
+                archive: str, category: str = "business") -> None:
     """Put one micro-batch of an event type into the lake, replacing what an
     earlier attempt of the same batch of the same archive wrote."""
     staging = output / STAGING / event_type / f"{archive}-{batch_id}"
     shutil.rmtree(staging, ignore_errors=True)
-    writer = with_date(frame).write.partitionBy("date")
+    writer = with_date(frame, category).write.partitionBy("date")
     for unique in UNIQUE_COLUMNS:
         writer = writer.option(f"parquet.enable.dictionary#{unique}", "false")
     writer.parquet(str(staging))
