@@ -212,3 +212,16 @@ def test_payload_dates_are_kept_and_undefined_events_are_dated_by_the_archiving_
     assert [(r["n"], r["metadata"], r["payload_DATE"]) for r in rows] == [
         (n, f"m{n}", "someday") for n in range(3)]
     assert {r["date"] for r in rows} <= {today, today - timedelta(days=1)}  # around midnight
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--starting-offsets", "garbage"], "--starting-offsets must be earliest, latest or JSON"),
+    (["--starting-offsets", '{"0": 5}'], "--starting-offsets must map partitions to offset"),
+    (["--interval", "0"], "--interval must be positive"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(base_url, tmp_path, args, message):
+    done = subprocess.run(archiver(base_url, tmp_path, "--event-type", "orders", "--once",
+                                   *args), capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"nakadi-archive: {message}")
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr

@@ -21,10 +21,11 @@ import time
 import warnings
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 from workers.pipeline.client import BrokerClient, BrokerError
 from workers.pipeline.progress import Progress
+from workers.pipeline.ranges import EARLIEST, parse_offsets
 from workers.pipeline.spark_home import use_compiled_pyspark
 
 if TYPE_CHECKING:
@@ -35,8 +36,15 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 
 
+class _Parser(argparse.ArgumentParser):
+    """Bad arguments are one line (and exit 2), like every other error."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see --help)\n")
+
+
 def arguments(argv: list[str] | None = None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="nakadi-archive",
         description="Archive Nakadi event types to Parquet, partitioned by event type and "
                     "date, exactly once across restarts.")
@@ -74,6 +82,10 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         parser.error("--max-events-per-trigger must be at least 1")
     if args.interval <= 0:
         parser.error("--interval must be positive")
+    try:
+        parse_offsets(args.starting_offsets, EARLIEST, "--starting-offsets")
+    except BrokerError as error:
+        parser.error(str(error))
     return args
 
 
@@ -184,10 +196,23 @@ def run(args: argparse.Namespace) -> int:
         return 0
     args.output.mkdir(parents=True, exist_ok=True)
     spark = start_spark(args.master)
+    from py4j.protocol import Py4JError
+    from pyspark.errors import PySparkException
+
     stop = threading.Event()
     for signum in (signal.SIGINT, signal.SIGTERM):
         signal.signal(signum, lambda *_: stop.set())
-    queries = {name: start_query(spark, args, name) for name in names}
+    queries = {}
+    try:
+        for name in names:
+            queries[name] = start_query(spark, args, name)
+    except (PySparkException, Py4JError, BrokerError) as error:
+        print(f"nakadi-archive: {name}: cannot start archiving: {_one_line(error)}",
+              file=sys.stderr)
+        for query in queries.values():
+            query.stop()
+        spark.stop()
+        return EXIT_FAILED
     progress = Progress(client, sys.stderr)
     failed = False
     next_report = time.monotonic() + progress.interval
