@@ -3,6 +3,7 @@ killed and restarted, its lake read back by pyarrow and by Spark."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -12,6 +13,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
 import requests
 
@@ -225,3 +227,55 @@ def test_bad_arguments_are_one_line_and_exit_2(base_url, tmp_path, args, message
     assert done.returncode == 2
     assert done.stderr.startswith(f"nakadi-archive: {message}")
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def lake_values(lake: Path, name: str, column: str) -> dict[str, object]:
+    """Per eid, the column's value in each Parquet file that has the column (files
+    of different schemas, read one by one)."""
+    values: dict[str, object] = {}
+    for path in (lake / f"event_type={name}").glob("date=*/*.parquet"):
+        table = pq.read_table(path)
+        if column in table.column_names:
+            values.update(zip(table["eid"].to_pylist(), table[column].to_pylist(),
+                              strict=True))
+    return values
+
+
+def test_a_continuous_archiver_restarts_its_query_when_the_schema_changes(base_url, tmp_path):
+    name = new_event_type(base_url, default_statistic={
+        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
+        "write_parallelism": 1})
+    eids = publish(base_url, name, 5)
+    log = tmp_path / "archiver.log"
+    with open(log, "w") as output:
+        running = subprocess.Popen(
+            archiver(base_url, tmp_path, "--event-type", name, "--interval", "1",
+                     "--master", "local[1]"),
+            env=dict(os.environ, PYSPARK_PYTHON=sys.executable), stdout=subprocess.DEVNULL,
+            stderr=output, start_new_session=True)
+    lake = tmp_path / "lake"
+    try:
+        wait_until(lambda: len(lake_values(lake, name, "eid")) == 5, timeout=120,
+                   what="the first events in the lake")
+        body = requests.get(f"{base_url}/event-types/{name}").json()
+        schema = json.loads(body["schema"]["schema"])
+        schema["properties"]["added"] = {"type": "string"}
+        body["schema"]["schema"] = json.dumps(schema)
+        assert requests.put(f"{base_url}/event-types/{name}", json=body).status_code == 200
+        events = [business_event(n, added=f"new-{n}") for n in range(5)]
+        assert post(base_url, name, events).status_code == 200
+        eids |= {event["metadata"]["eid"] for event in events}
+        wait_until(lambda: len(lake_values(lake, name, "added")) == 5, timeout=120,
+                   what="the new field in the lake")
+    finally:
+        running.send_signal(signal.SIGTERM)  # the archiver only: it stops its Spark
+        try:
+            running.wait(timeout=60)
+        finally:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(running.pid, signal.SIGKILL)  # whatever it left
+    assert running.returncode == 0, log.read_text()[-3000:]
+    assert set(lake_values(lake, name, "added").values()) == {f"new-{n}" for n in range(5)}
+    assert_exactly_once(lake_rows(lake, name), eids)
+    assert (f"nakadi-archive: {name}: the schema of {name!r} from version 1.0.0 to 1.1.0 "
+            "changed since the query started: starting its query again") in log.read_text()

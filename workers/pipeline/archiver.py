@@ -196,7 +196,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
     args.output.mkdir(parents=True, exist_ok=True)
     spark = start_spark(args.master)
-    from py4j.protocol import Py4JError
+    from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
 
     stop = threading.Event()
@@ -206,8 +206,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         for name in names:
             queries[name] = start_query(spark, args, name)
-    except (PySparkException, Py4JError, BrokerError) as error:
-        print(f"nakadi-archive: {name}: cannot start archiving: {_one_line(error)}",
+    except (PySparkException, Py4JError, BrokerError) as failure:
+        print(f"nakadi-archive: {name}: cannot start archiving: {_one_line(failure)}",
               file=sys.stderr)
         for query in queries.values():
             query.stop()
@@ -217,7 +217,10 @@ def run(args: argparse.Namespace) -> int:
     failed = False
     next_report = time.monotonic() + progress.interval
     try:
-        while not stop.is_set() and any(q.isActive for q in queries.values()):
+        while not stop.is_set():
+            restart_on_schema_change(spark, args, queries)
+            if not any(q.isActive for q in queries.values()):
+                break
             if time.monotonic() >= next_report:
                 progress.report(queries)
                 for name, query in queries.items():
@@ -236,6 +239,20 @@ def run(args: argparse.Namespace) -> int:
         progress.report(queries, final=True)
         spark.stop()
     return EXIT_FAILED if failed else 0
+
+
+def restart_on_schema_change(spark: SparkSession, args: argparse.Namespace,
+                             queries: dict[str, StreamingQuery]) -> None:
+    """Starts again, from its checkpoint, each query that ended because its event
+    type's schema changed, so that the new schema's columns reach the lake."""
+    from workers.pipeline.source import SCHEMA_CHANGED
+
+    for name, query in queries.items():
+        error = None if query.isActive else query.exception()
+        if error is not None and SCHEMA_CHANGED in (line := _one_line(error)):
+            print(f"nakadi-archive: {name}: {line.split(';')[0]}: starting its query again",
+                  file=sys.stderr)
+            queries[name] = start_query(spark, args, name)
 
 
 def _one_line(error: BaseException) -> str:

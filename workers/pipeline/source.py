@@ -132,7 +132,12 @@ class NakadiDataSource(DataSource):
         return NakadiBatchReader(SourceOptions.parse(self.options))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
-        return NakadiStreamReader(SourceOptions.parse(self.options, streaming=True))
+        reader = NakadiStreamReader(SourceOptions.parse(self.options, streaming=True))
+        # The schema changed since Spark asked for it:
+        if row_schema(reader.layout).simpleString() != schema.simpleString():
+            raise BrokerError(schema_changed(reader.options.event_type, "",
+                                             reader.schema_version))
+        return reader
 
 
 class _RangeReader:
@@ -142,6 +147,7 @@ class _RangeReader:
         self.options = options
         definition = options.client().event_type(options.event_type)
         self.layout = options.layout(definition)
+        self.schema_version: str | None = definition.get("schema", {}).get("version")
         self.planner = OffsetPlanner(options.client(), options.event_type,
                                      compacted=definition.get("cleanup_policy") == "compact")
 
@@ -204,8 +210,19 @@ class NakadiStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAv
         self.target = self.planner.resolve(LATEST, LATEST)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """Where the next batch ends. Its events must fit the query's columns: the
+        schema version is checked after the end is known, so an event published
+        under a newer schema before that end ends the query instead (its columns
+        come from the schema as it was when the query started)."""
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        return self.planner.advance(start, budget, self.target)
+        end = self.planner.advance(start, budget, self.target)
+        if self.schema_version is not None and not self.options.raw and end != start:
+            now = self.planner.client.event_type(self.options.event_type).get(
+                "schema", {}).get("version")
+            if now != self.schema_version:
+                raise BrokerError(schema_changed(self.options.event_type,
+                                                 self.schema_version, now))
+        return end
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         return self.input_partitions(start, end)
@@ -224,3 +241,13 @@ class NakadiStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAv
                                               self.options.event_type, end)
         except BrokerError as error:
             logging.getLogger(__name__).warning("subscription cursors not updated: %s", error)
+
+
+SCHEMA_CHANGED = "changed since the query started"
+
+
+def schema_changed(event_type: str, before: str | None, now: str | None) -> str:
+    """The error that ends a streaming query whose event type's schema changed."""
+    versions = f" from version {before} to {now}" if before and now else ""
+    return (f"the schema of {event_type!r}{versions} {SCHEMA_CHANGED}; start the query "
+            "again (from its checkpoint) to read the new schema's columns")
