@@ -70,12 +70,15 @@ class StreamClient:
         return self.batches.get(timeout=timeout)
 
     def events_batch(self, timeout: float = 15) -> dict:
-        """The next batch with events; fails if the stream ends first."""
+        """The next batch with events; fails if the stream ends first, saying with
+        what line."""
+        last = None
         while True:
             batch = self.batch(timeout)
-            assert batch is not None, "the stream ended"
+            assert batch is not None, f"the stream ended, its last line {last}"
             if batch.get("events"):
                 return batch
+            last = batch
 
     def until_end(self, timeout: float = 30) -> list[dict]:
         """Every batch up to the end of the stream."""
