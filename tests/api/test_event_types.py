@@ -16,7 +16,12 @@ from app.repository.event_types import event_type_with_timelines
 from app.storage.engine import PartitionBounds
 from tests.api.conftest import assert_problem
 from tests.conftest import topic_listed
-from tests.helpers.storage import engine_for, kafka_topic, topic_retention_ms
+from tests.helpers.storage import (
+    compact_postgres_now,
+    engine_for,
+    kafka_topic,
+    topic_retention_ms,
+)
 from tests.helpers.waiting import wait_until
 
 ORDER_SCHEMA = {
@@ -148,9 +153,7 @@ def test_postgresql_compaction_leaves_each_keys_latest_event_to_every_stream(bas
         response = requests.post(f"{base_url}/event-types/{name}/events", json=events)
         assert response.status_code == 200, response.text
         requests.post(f"{base_url}/event-types/{name}/events", json=events[3:])  # o-3 again
-        engine = engine_for(pool, "postgres")
-        engine.compact(0)  # every compacted topic of the database: its count tells little
-        engine.close()
+        compact_postgres_now(pool)  # every compacted topic: its count tells little
         stream = requests.get(
             f"{base_url}/event-types/{name}/events", timeout=30,
             headers={"X-Nakadi-Cursors": '[{"partition": "0", "offset": "begin"}]'},

@@ -90,6 +90,16 @@ def engine_for(pool, storage_id: str) -> StorageEngine:
     return build_engine(get_storage(pool, storage_id), pool)
 
 
+def compact_postgres_now(pool) -> None:
+    """Compact every compacted topic of the ``postgres`` storage at once, as its
+    background compaction does every ``NAKADI_COMPACTION_INTERVAL_S``."""
+    engine = engine_for(pool, "postgres")
+    try:
+        engine.compact(0)
+    finally:
+        engine.close()
+
+
 def counting_bounds(engine_for: EngineFor) -> tuple[EngineFor, list[str]]:
     """``engine_for`` whose engines note the topics their ``bounds`` is asked about,
     and that list (each answer costs the storage: on kafka a consumer and a fetch)."""

@@ -66,7 +66,7 @@ def compacted_event_type(base_url, pool) -> Iterator[tuple[str, dict[str, str]]]
     import requests
 
     from tests.helpers.broker import business_event, new_event_type, post
-    from tests.helpers.storage import engine_for
+    from tests.helpers.storage import compact_postgres_now
 
     name = new_event_type(base_url, cleanup_policy="compact", default_statistic={
         "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
@@ -76,11 +76,7 @@ def compacted_event_type(base_url, pool) -> Iterator[tuple[str, dict[str, str]]]
         for k, event in enumerate(events):
             event["metadata"]["partition_compaction_key"] = f"k{k}"
         assert post(base_url, name, events).status_code == 200
-    engine = engine_for(pool, "postgres")
-    try:
-        engine.compact(0)
-    finally:
-        engine.close()
+    compact_postgres_now(pool)
     stream = requests.get(
         f"{base_url}/event-types/{name}/events", timeout=30,
         headers={"X-Nakadi-Cursors": '[{"partition": "0", "offset": "begin"}]'},
