@@ -23,6 +23,7 @@ from contextlib import contextmanager
 import requests
 
 from app.repository.database import ANSWER_MARGIN_S
+from app.storage.kafka.availability import PROBE_INTERVAL_S, PROBE_TIMEOUT_S
 from tests.api.conftest import worker_pids
 from tests.faults.conftest import (
     DATABASE_TIMEOUT_S,
@@ -97,6 +98,13 @@ def _loaded(faults: FaultStack, name: str, timeout_s: float = CLIENT_TIMEOUT_S
 
 def _health(faults: FaultStack) -> requests.Response:
     return requests.get(faults.url + "/health", timeout=CLIENT_TIMEOUT_S)
+
+
+def _publish_on_a_new_connection(url: str, name: str) -> Answer:
+    """One event, on a connection of its own (so either worker may take it)."""
+    started = time.monotonic()
+    return answer_to(started, requests.post(f"{url}/event-types/{name}/events",
+                                            json=[business_event()], timeout=CLIENT_TIMEOUT_S))
 
 
 def _live(faults: FaultStack) -> bool:
@@ -275,6 +283,32 @@ def test_kafka_broker_stopped(faults: FaultStack):
              _healed(after.answers, restarting))
     check_exactly_once_in_order(after.acknowledged,
                                 read_everything(faults.url, fresh, PARTITIONS))
+
+
+def test_after_the_kafka_broker_restarts_no_publish_waits_for_a_forgotten_producer(
+        faults: FaultStack):
+    """Tansu forgets its producer ids when it restarts, and an idempotent producer that
+    keeps its own is never acknowledged again: each worker's first publish after the
+    restart waited out NAKADI_KAFKA_TIMEOUT_S and was a 503, and only then did the
+    worker replace its producer. Now a report that every broker is down retires the
+    producer, and a new one starts as soon as the broker answers again."""
+    name = new_fault_event_type(faults.url, PARTITIONS)
+    move_to(faults.url, name, "kafka")
+    # Both workers have published (each has a producer), ten in a row on new connections.
+    wait_until(lambda: all(_publish_on_a_new_connection(faults.url, name).status == 200
+                           for _ in range(10)), 30, what="publishing on both workers")
+    faults.kill("broker")
+    time.sleep(1)
+    faults.restart("broker")
+    up = time.monotonic()
+    wait_until(lambda: _health(faults).status_code == 200, 30, what="health")
+    fresh = new_fault_event_type(faults.url, PARTITIONS)  # Tansu lost the topics
+    move_to(faults.url, fresh, "kafka")
+    # Each worker learns on its own that the broker is back, asking once a second since
+    # the outage began.
+    time.sleep(max(0.0, up + 2 * PROBE_INTERVAL_S + PROBE_TIMEOUT_S - time.monotonic()))
+    answers = [_publish_on_a_new_connection(faults.url, fresh) for _ in range(20)]
+    assert all(answer.status == 200 and answer.took < 1.0 for answer in answers), answers
 
 
 def test_publishing_to_kafka_goes_on_quickly_while_postgresql_hangs(faults: FaultStack):

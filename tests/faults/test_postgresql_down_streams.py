@@ -81,10 +81,9 @@ def test_kafka_event_types_go_on_and_postgres_streams_end_cleanly_while_postgres
         "owning_application": "faults", "event_types": [on_kafka], "read_from": "end"})
     assert created.status_code in (200, 201), created.text
     subscription = created.json()["id"]
-    # After a test restarted Tansu, each worker's first publish is not acknowledged
-    # and marks the broker down, ending that worker's kafka streams (README, Known
-    # issues): publish until both workers have surely published (ten 200s in a row,
-    # each on a new connection). Streams start after these events.
+    # Each worker learns on its own that the broker is back after the tests before
+    # froze or restarted it: publish until both surely answer (ten 200s in a row, each
+    # on a new connection). Streams start after these events.
     in_a_row = [0]
 
     def published_on_both() -> bool:

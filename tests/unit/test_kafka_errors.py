@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
+import gevent
 import pytest
 from confluent_kafka import KafkaError, KafkaException
 
 from app.dependencies import unavailable_from
 from app.storage.engine import StorageUnavailable, TopicNotFound
 from app.storage.kafka.clients import Clients, storage_error
+from app.storage.kafka.producer import _Delivery
 from deploy.localstack import free_port
 
 
@@ -43,3 +45,29 @@ def test_librdkafka_reports_errors_to_the_callback_and_writes_nothing_to_stderr(
     producer.flush(1)
     assert any(error.code() == KafkaError._TRANSPORT for error in errors)
     assert capfd.readouterr().err == ""
+
+
+class _Acknowledged:
+    """A delivered message as the delivery report gives it."""
+
+    def __init__(self, offset: int | None) -> None:
+        self._offset = offset
+
+    def offset(self) -> int | None:
+        return self._offset
+
+
+def test_an_acknowledgement_without_an_offset_fails_the_append():
+    """What a broker answers for an event it takes for a duplicate; a restarted Tansu
+    does so for a producer id it handed out twice, having stored nothing. The report
+    used to assert, which stopped the poll thread: every append then waited out its
+    timeout."""
+    delivery = _Delivery(3, gevent.get_hub().loop)
+    for offset in (7, None, 9):
+        delivery.report(None, _Acknowledged(offset))  # type: ignore[arg-type]
+    assert delivery.done.wait(1)
+    assert delivery.offsets == [7, 9]
+    assert delivery.error is not None
+    error = storage_error(delivery.error, "orders/0")
+    assert not isinstance(error, StorageUnavailable)
+    assert "without an offset" in str(error)

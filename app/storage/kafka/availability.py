@@ -8,7 +8,9 @@ publish waited 10 s for as long as it hung), ``raise_if_down`` refuses at once
 (``StorageUnavailable``, a 503) while a greenlet asks the broker for metadata, a
 second at most for each attempt and one a second; when it answers, the outage is
 over. (The caller itself asked once a second until 2026-11-29: one publishing
-request after another each waited that second.)
+request after another each waited that second.) The greenlet starts with the
+outage, so a worker nobody asked during it does not refuse its first request
+after it.
 """
 
 from __future__ import annotations
@@ -28,13 +30,16 @@ PROBE_TIMEOUT_S = 1.0
 
 
 class BrokerAvailability:
-    """``on_down`` runs on the hub whenever librdkafka reports every broker down."""
+    """``on_down`` runs on the hub whenever librdkafka reports every broker down;
+    ``on_up`` when the brokers answer again after an outage."""
 
     def __init__(self, topics: Topics, threads: BlockingCalls,
-                 on_down: Callable[[], None] = lambda: None) -> None:
+                 on_down: Callable[[], None] = lambda: None,
+                 on_up: Callable[[], None] = lambda: None) -> None:
         self._topics = topics
         self._threads = threads
         self._on_down = on_down
+        self._on_up = on_up
         self._down: str | None = None
         self._prober: gevent.Greenlet | None = None
 
@@ -42,12 +47,13 @@ class BrokerAvailability:
         """Fed with librdkafka's errors (from any thread)."""
         if error.code() == KafkaError._ALL_BROKERS_DOWN:
             self._down = error.str()
-            self._threads.call_on_hub(self._on_down)
+            self._threads.call_on_hub(self._reported_down)
 
     def unanswered(self, error: StorageUnavailable) -> None:
         """A call to the broker waited its timeout out: it hangs, or is gone."""
         if self._down is None:
             self._down = error.reason
+        self._probe()
 
     @property
     def down(self) -> bool:
@@ -58,9 +64,23 @@ class BrokerAvailability:
         reason = self._down
         if reason is None:
             return
-        if self._prober is None or self._prober.dead:
-            self._prober = gevent.spawn(self._probe_until_answered)
+        self._probe()
         raise StorageUnavailable(KAFKA, reason)
+
+    def close(self) -> None:
+        """Stop asking (the engine closes)."""
+        if self._prober is not None:
+            self._prober.kill(block=False)
+
+    def _reported_down(self) -> None:
+        self._on_down()
+        self._probe()
+
+    def _probe(self) -> None:
+        """Ask until the brokers answer, from now on: the outage ends (and ``on_up``
+        runs) as soon as they are back, not at a request refused after that."""
+        if self._down is not None and (self._prober is None or self._prober.dead):
+            self._prober = gevent.spawn(self._probe_until_answered)
 
     def _probe_until_answered(self) -> None:
         while self._down is not None:
@@ -72,5 +92,6 @@ class BrokerAvailability:
                 self._down = str(error)
             else:
                 self._down = None
+                self._on_up()
                 return
             gevent.sleep(PROBE_INTERVAL_S)

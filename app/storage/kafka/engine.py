@@ -78,10 +78,8 @@ class KafkaEngine(StorageEngine):
         self._topics = Topics(self._clients, self._threads, timeout)
         self._appender = Appender(self._clients, self._threads, timeout)
         self._idle = IdleReaders(self._topics, self._threads, idle_check_s)
-        # Idle readers wait without a timer of their own (2,000 idle streams woke 4,000
-        # times a second to look): an outage wakes them, and their polls end.
         self._availability = BrokerAvailability(self._topics, self._threads,
-                                                self._idle.wake_all)
+                                                self._brokers_down, self._brokers_up)
         self._readers: set[KafkaStreamReader] = set()
         self._idle_reader_s = idle_reader_s
         self._ends: dict[str, dict[int, int]] = {}  # per topic, the ends bounds last found
@@ -217,6 +215,7 @@ class KafkaEngine(StorageEngine):
     def close(self) -> None:
         if self._threads.shut_down:
             return
+        self._availability.close()
         for reader in list(self._readers):
             reader.close()
         self._idle.close()
@@ -224,6 +223,20 @@ class KafkaEngine(StorageEngine):
         self._appender.close()
         self._threads.join()
         self._topics.close()
+
+    def _brokers_down(self) -> None:
+        """librdkafka reported every broker down (on the hub)."""
+        # Idle readers wait without a timer of their own (2,000 idle streams woke 4,000
+        # times a second to look): an outage wakes them, and their polls end.
+        self._idle.wake_all()
+        self._appender.retire()
+
+    def _brokers_up(self) -> None:
+        """The brokers answer again: a producer retired during the outage is replaced
+        now, as ``warm_up`` does at start, so the next append does not wait for its
+        producer id (~0.5 s)."""
+        if not self._threads.shut_down:
+            self._appender.start()
 
     def _client_error(self, error: KafkaError) -> None:
         """librdkafka's error callback. It runs on whichever thread serves the

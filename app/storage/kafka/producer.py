@@ -5,10 +5,11 @@ An append produces its whole batch and then waits for all delivery reports
 The reports run on a dedicated poll thread; the last report of an append wakes
 its greenlet through the hub's thread-safe callback queue.
 
-An append that is not acknowledged in time, or a fatal producer error, retires
-the producer: the next append starts a new one. An idempotent producer keeps
-sequence numbers that a restarted broker no longer knows, and would otherwise
-never be acknowledged again.
+An append that is not acknowledged in time, a fatal producer error, or a report
+that every broker is down retires the producer: the next append starts a new
+one. An idempotent producer keeps a producer id and sequence numbers that a
+restarted broker may no longer know (Tansu keeps none across restarts), and
+would otherwise never be acknowledged again.
 """
 
 from __future__ import annotations
@@ -51,12 +52,15 @@ class _Delivery:
         self.offsets: list[int] = []
 
     def report(self, error: KafkaError | None, message: Message) -> None:
-        if error is None:
-            offset = message.offset()
-            assert offset is not None, "a delivered event has an offset"
+        offset = message.offset() if error is None else None
+        if offset is not None:
             self.offsets.append(offset)
         elif self.error is None:
-            self.error = error
+            # A broker that takes an event for a duplicate acknowledges it without an
+            # offset. A restarted Tansu does so when it gave a producer id it forgot to
+            # another producer, and nothing is stored: it is no success.
+            self.error = error or KafkaError(
+                KafkaError._FAIL, "acknowledged without an offset (taken for a duplicate)")
         self._remaining -= 1
         if self._remaining == 0:
             self._loop.run_callback_threadsafe(self.done.set)
@@ -135,12 +139,19 @@ class Appender:
 
     def close(self) -> None:
         """Stop the poll threads once they flushed what is still queued."""
-        if self._running is not None:
-            self._retire(self._running)
+        self.retire()
         for running in self._retired:
             if running.poller is not None:
                 unwrap(running.poller.get())
         self._retired = []
+
+    def retire(self) -> None:
+        """Retire the current producer, if any: the brokers went away, and those that
+        come back may not know its producer id. (Waiting for an append to go
+        unacknowledged cost each worker's first publish after a Tansu restart the
+        whole timeout, and a 503.)"""
+        if self._running is not None:
+            self._retire(self._running)
 
     def _retire(self, running: _Running) -> None:
         """Let the producer's thread flush and close it; appends start a new one."""
