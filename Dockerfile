@@ -25,7 +25,7 @@ COPY --from=build /opt/nakadi /opt/nakadi
 WORKDIR /srv/nakadi
 COPY gunicorn.conf.py ./
 ENV PATH=/opt/nakadi/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 \
-    NAKADI_BIND=0.0.0.0:8080 XDG_RUNTIME_DIR=/tmp
+    NAKADI_BIND=0.0.0.0:8080
 
 USER 10001
 EXPOSE 8080

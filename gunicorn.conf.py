@@ -74,6 +74,9 @@ keepalive = 75
 # JSON lines; the application logs each request itself, with its flow id.
 logger_class = "app.logs.GunicornLogger"
 errorlog = "-"
+# gunicorn 27's control socket (for gunicornc) is one path per user: instances on one
+# host unlinked each other's. Nothing here uses it.
+control_socket_disable = True
 
 
 def on_starting(server: Arbiter) -> None:

@@ -172,6 +172,20 @@ def test_the_log_is_json_lines_from_start_to_shutdown(server_env, tmp_path):
         assert isinstance(json.loads(line), dict), line
 
 
+def test_instances_on_one_host_leave_no_socket_in_the_user_s_runtime_dir(server_env,
+                                                                        tmp_path):
+    """gunicorn 27 makes a control socket at one path per user, and each instance on a
+    host unlinked the others'; the broker does without it."""
+    port = free_port()
+    process = start_gunicorn(dict(server_env, XDG_RUNTIME_DIR=str(tmp_path),
+                                  HOME=str(tmp_path)), port, tmp_path / "gunicorn.log")
+    try:
+        wait_until_serving(process, f"http://127.0.0.1:{port}", tmp_path / "gunicorn.log")
+        assert [path.name for path in tmp_path.rglob("*.ctl")] == []
+    finally:
+        stop_gunicorn(process)
+
+
 def test_a_client_that_stops_reading_a_response_is_cut_off(base_url, server_env, event_type,
                                                            tmp_path):
     port = free_port()
