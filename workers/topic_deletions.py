@@ -5,7 +5,8 @@ of it through NOTIFY); its topics go ``DELAY_S`` later, so no reader fetches
 from a topic as it disappears: librdkafka 2.16 crashes the process when one
 does. The worker that deleted the event type removes them; a sweep in every
 worker, each ``NAKADI_TOPIC_SWEEP_INTERVAL_S``, removes those it did not (it
-died, or the storage failed).
+died, or the storage failed), and topics no event type uses that a storage
+may hold (``remove_unused_later``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,27 @@ def delete_later(services: Services, timelines: list[Timeline]) -> gevent.Greenl
         except Exception:
             log.exception("removing topics failed; the sweep will retry")
     return gevent.spawn_later(DELAY_S, delete_all)
+
+
+def remove_unused(services: Services, storage_id: str, topic: str) -> None:
+    """Remove a topic no event type uses (no reader ever had it); when the storage
+    fails, the sweep will."""
+    try:
+        services.engines.get(storage_id).delete_topic(topic)
+    except StorageError as error:
+        log.error("removing the unused topic %s failed, the sweep will retry: %s", topic, error)
+        remove_unused_later(services, storage_id, topic)
+
+
+def remove_unused_later(services: Services, storage_id: str, topic: str) -> None:
+    """Have the sweep remove a topic no event type uses that the storage may hold: its
+    creation went unanswered (a broker that hangs creates it once it answers again),
+    or removing it failed. Logged when even that cannot be recorded."""
+    try:
+        topic_deletions.schedule_topic(services.pool, storage_id, topic, DELAY_S)
+    except Exception as error:
+        log.error("could not record the unused topic %s of storage %s for removal: %s",
+                  topic, storage_id, error)
 
 
 def start_sweeps(services: Services) -> gevent.Greenlet:

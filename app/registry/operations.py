@@ -26,7 +26,7 @@ from app.registry.validation import check_event_type, validate_event_type
 from app.registry.validator_cache import VALIDATORS
 from app.repository import event_types as repository
 from app.services import Services
-from app.storage.engine import StorageError
+from app.storage.engine import StorageError, StorageUnavailable
 from workers import topic_deletions
 
 log = logging.getLogger(__name__)
@@ -84,6 +84,8 @@ def create(services: Services, body: Any) -> EventType:
                             event_type.compacted)
     except StorageError as error:
         log.error("creating topic for %s failed: %s", name, error)
+        if isinstance(error, StorageUnavailable):
+            topic_deletions.remove_unused_later(services, storage_id, topic)
         raise TopicNotCreated(
             f"The storage '{storage_id}' could not create the topic for '{name}'; "
             "try again later."
@@ -91,10 +93,10 @@ def create(services: Services, body: Any) -> EventType:
     try:
         repository.insert_event_type(services.pool, event_type, storage_id, topic, partitions)
     except repository.EventTypeExists:
-        engine.delete_topic(topic)
+        topic_deletions.remove_unused(services, storage_id, topic)
         raise EventTypeNameTaken(name) from None
     except BaseException:
-        engine.delete_topic(topic)
+        topic_deletions.remove_unused(services, storage_id, topic)
         raise
     return event_type
 

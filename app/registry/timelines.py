@@ -21,8 +21,9 @@ from app.domain.timeline import Timeline
 from app.repository import event_types, timelines
 from app.repository.storages import get_storage
 from app.services import Services
-from app.storage.engine import StorageEngine, StorageError
+from app.storage.engine import StorageError, StorageUnavailable
 from app.storage.offsets import MAX_TIMELINE
+from workers import topic_deletions
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,8 @@ def create_timeline(services: Services, name: str, storage_id: str) -> Timeline:
                             event_type.compacted)
     except StorageError as error:
         log.error("creating the topic of a new timeline of %s failed: %s", name, error)
+        if isinstance(error, StorageUnavailable):
+            topic_deletions.remove_unused_later(services, storage_id, topic)
         raise TopicNotCreated(f"The storage '{storage_id}' could not create a topic for "
                               f"'{name}'; try again later.") from None
     switched = None
@@ -79,15 +82,8 @@ def create_timeline(services: Services, name: str, storage_id: str) -> Timeline:
             services.event_types.forget(name)
     finally:
         if switched is None:
-            _remove_unused(engine, topic)
+            topic_deletions.remove_unused(services, storage_id, topic)
     log.info("event type %s switched from timeline %d to %d in storage %s (last offsets %s)",
              name, closing.order, switched.order, storage_id, last)
     return switched
 
-
-def _remove_unused(engine: StorageEngine, topic: str) -> None:
-    """Remove the topic of a switch that did not happen (no reader ever had it)."""
-    try:
-        engine.delete_topic(topic)
-    except StorageError as error:
-        log.error("removing the unused topic %s failed: %s", topic, error)

@@ -1,4 +1,5 @@
-"""Pending removals of storage topics whose event type was deleted."""
+"""Pending removals of storage topics: those of deleted event types and cleaned-up
+timelines, and those no event type uses that a storage may still hold."""
 
 from __future__ import annotations
 
@@ -20,6 +21,14 @@ def schedule(cursor: psycopg2.extensions.cursor, event_type: str, delay_s: float
         " FROM timelines WHERE event_type = %s AND cleaned_up_at IS NULL"
         " ON CONFLICT DO NOTHING",
         (delay_s, event_type))
+
+
+def schedule_topic(pool: ConnectionPool, storage_id: str, topic: str, delay_s: float) -> None:
+    """Record that one topic is to be removed ``delay_s`` seconds from now."""
+    pool.execute(
+        "INSERT INTO topic_deletions (storage_id, topic, due_at)"
+        " VALUES (%s, %s, now() + make_interval(secs => %s)) ON CONFLICT DO NOTHING",
+        (storage_id, topic, delay_s))
 
 
 def due(pool: ConnectionPool) -> list[tuple[str, str]]:

@@ -24,6 +24,7 @@ from tests.api.conftest import start_gunicorn, stop_gunicorn, wait_until_serving
 DATABASE_TIMEOUT_S = "2"
 ZOOKEEPER_TIMEOUT_S = "4"
 KAFKA_TIMEOUT_S = "5"
+TOPIC_SWEEP_INTERVAL_S = "1"
 
 
 @dataclass
@@ -40,6 +41,15 @@ class FaultStack:
         try:
             with conn, conn.cursor() as cursor:
                 cursor.execute(query)
+        finally:
+            conn.close()
+
+    def rows(self, query: str) -> list[tuple]:
+        conn = psycopg2.connect(self.env["NAKADI_DATABASE_URL"])
+        try:
+            with conn, conn.cursor() as cursor:
+                cursor.execute(query)
+                return cursor.fetchall()
         finally:
             conn.close()
 
@@ -87,6 +97,7 @@ def faults(tmp_path_factory) -> Iterator[FaultStack]:
         "NAKADI_DATABASE_TIMEOUT_S": DATABASE_TIMEOUT_S,
         "NAKADI_ZOOKEEPER_TIMEOUT_S": ZOOKEEPER_TIMEOUT_S,
         "NAKADI_KAFKA_TIMEOUT_S": KAFKA_TIMEOUT_S,
+        "NAKADI_TOPIC_SWEEP_INTERVAL_S": TOPIC_SWEEP_INTERVAL_S,
     }
     port = free_port()
     log = tmp_path_factory.mktemp("faults") / "gunicorn.log"

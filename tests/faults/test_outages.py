@@ -21,6 +21,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 import requests
+from confluent_kafka.admin import AdminClient
 
 from app.repository.database import ANSWER_MARGIN_S
 from app.storage.kafka.availability import PROBE_INTERVAL_S, PROBE_TIMEOUT_S
@@ -283,6 +284,47 @@ def test_kafka_broker_stopped(faults: FaultStack):
              _healed(after.answers, restarting))
     check_exactly_once_in_order(after.acknowledged,
                                 read_everything(faults.url, fresh, PARTITIONS))
+
+
+def test_event_types_made_while_the_kafka_broker_hangs_are_refused_fast_and_leave_no_topic(
+        faults: FaultStack):
+    """Creating a topic asked the broker whatever it knew: each creation waited out
+    NAKADI_KAFKA_TIMEOUT_S for as long as the broker hung. And the creations it never
+    answered were carried out once it resumed, leaving topics no event type uses."""
+    body = {"owning_application": "faults", "category": "undefined",
+            "schema": {"type": "json_schema", "schema": "{}"}}
+
+    def create() -> Answer:
+        started = time.monotonic()
+        return answer_to(started, requests.post(
+            faults.url + "/event-types", json=dict(body, name=f"faults.made-{started}"),
+            timeout=CLIENT_TIMEOUT_S * 3))
+
+    admin = AdminClient({"bootstrap.servers": faults.env["NAKADI_KAFKA_BOOTSTRAP_SERVERS"],
+                         "log_level": 2})  # its lines when the stack stops are not errors
+
+    def unused_topics() -> set[str]:
+        used = {topic for (topic,) in faults.rows("SELECT topic FROM timelines")}
+        return set(admin.list_topics(timeout=5).topics) - used - {"__consumer_offsets"}
+
+    bound_s = 2 * float(KAFKA_TIMEOUT_S) + 1
+    assert requests.put(faults.url + "/storages/default/kafka").status_code == 200
+    try:
+        wait_until(lambda: create().status == 201, 30, what="creating event types on kafka")
+        unused_before = unused_topics()
+        answers = []
+        with faults.frozen("broker"):
+            frozen = time.monotonic()
+            while time.monotonic() - frozen < 2 * bound_s:
+                answers.append(create())
+        wait_until(lambda: create().status == 201, 30, what="creating event types again")
+    finally:
+        assert requests.put(faults.url + "/storages/default/postgres").status_code == 200
+    assert all(answer.status == 503 for answer in answers), answers
+    waited = [answer.took for answer in answers if answer.took > 1.5]
+    assert len(waited) <= 2, f"{len(waited)} of {len(answers)} creations waited: {waited}"
+    # The sweep removes the topics the broker may have created after all.
+    wait_until(lambda: unused_topics() <= unused_before, 20, what="no unused topic")
 
 
 def test_after_the_kafka_broker_restarts_no_publish_waits_for_a_forgotten_producer(

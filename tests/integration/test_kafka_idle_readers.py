@@ -22,6 +22,7 @@ from app.storage.engine import (
 )
 from app.storage.kafka import KafkaEngine
 from app.storage.kafka.reader import KafkaStreamReader
+from tests.helpers.waiting import wait_until
 
 IDLE_AFTER_S = 0.5
 
@@ -147,6 +148,8 @@ def test_an_idle_reader_s_poll_ends_once_the_brokers_are_reported_down(kafka, to
         poll.get(timeout=2)
     assert time.monotonic() - reported < 0.2
     reader.close()
+    monkeypatch.undo()  # the brokers answer again, so the topic can be deleted
+    wait_until(lambda: not kafka._availability.down, 5, what="the brokers answering")
 
 
 def test_deleting_the_topic_of_an_idle_reader_ends_its_poll(kafka):

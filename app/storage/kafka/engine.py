@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 from confluent_kafka import Consumer, KafkaError, TopicPartition
@@ -89,18 +90,35 @@ class KafkaEngine(StorageEngine):
 
     def create_topic(self, topic: str, partitions: int, retention_ms: int,
                      compacted: bool = False) -> None:
-        self._topics.create(topic, partitions, retention_ms, compacted)
+        """While the brokers are known down, refused at once (it waited the timeout
+        out each time); a creation that goes unanswered may still happen later."""
+        self._availability.raise_if_down()
+        with self._noting_unanswered():
+            self._topics.create(topic, partitions, retention_ms, compacted)
 
     def set_retention(self, topic: str, retention_ms: int) -> None:
-        self._topics.set_retention(topic, retention_ms)
+        self._availability.raise_if_down()
+        with self._noting_unanswered():
+            self._topics.set_retention(topic, retention_ms)
 
     def delete_topic(self, topic: str) -> None:
+        self._availability.raise_if_down()
         # librdkafka 2.16 crashed (SIGSEGV) when a consumer fetched from a topic that
         # Tansu had just deleted: stop this engine's readers of the topic first.
         for reader in [reader for reader in self._readers if reader.topic == topic]:
             reader.topic_deleted()
         self._ends.pop(topic, None)
-        self._topics.delete(topic)
+        with self._noting_unanswered():
+            self._topics.delete(topic)
+
+    @contextmanager
+    def _noting_unanswered(self) -> Iterator[None]:
+        """A call that waits its timeout out marks the brokers down from then on."""
+        try:
+            yield
+        except StorageUnavailable as error:
+            self._availability.unanswered(error)
+            raise
 
     # -- writing --------------------------------------------------------------
 
@@ -132,12 +150,9 @@ class KafkaEngine(StorageEngine):
     def _check_partitions(self, topic: str, partitions: Iterable[int]) -> None:
         """``StorageError`` unless the topic has the partitions (its metadata may be asked
         for); a broker that does not answer is down from then on."""
-        try:
+        with self._noting_unanswered():
             for partition in partitions:
                 self._topics.check_partition(topic, partition)
-        except StorageUnavailable as error:
-            self._availability.unanswered(error)
-            raise
 
     # -- reading --------------------------------------------------------------
 
