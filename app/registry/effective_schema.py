@@ -47,6 +47,8 @@ _IGNORED_BESIDE_REF = frozenset({
 })
 # Strict modes add a definition per composed `$ref` target and set of names (see `_Strict`).
 MAX_COMPOSED_DEFINITIONS = 256
+# ... and give branches the names declared across their composition: at most this many in all.
+MAX_BRANCH_NAMES = 20_000
 _COMPOSED_PREFIX = "nakadi-composed-"
 
 
@@ -87,8 +89,9 @@ def _is_object_schema(node: Mapping[str, Any]) -> bool:
 
 
 class SchemaNotComposable(ValueError):
-    """The strict-mode effective schema would need more composed definitions than allowed
-    (see `_Strict`); the message says so. Creation refuses such a schema."""
+    """The strict-mode effective schema would need more composed definitions, or give
+    branches more names, than allowed (see `_Strict`); the message says so. Creation
+    refuses such a schema."""
 
 
 def _lift_root_ref(custom: dict[str, Any]) -> dict[str, Any]:
@@ -181,6 +184,13 @@ class _Strict:
     is added as `properties[name] = {}` (accepted here, validated where it is declared). A
     name declared nowhere is still refused.
 
+    Where the object itself refuses every name its composition does not declare (it is an
+    object schema, or the root), its branches are *covered*: they refuse nothing of their
+    own, since they would refuse nothing more. Giving each of n branches the names of all
+    made the schema grow as n squared: an `allOf` of 5,000 one-property branches kept a
+    worker busy for minutes. Branches of an object that is not recognisably one (a bare
+    `allOf` under `properties`) still get the names, at most `MAX_BRANCH_NAMES` in all.
+
     A branch that is a `$ref` cannot be given those names in place, and its target may serve
     other uses; when the target does not declare them all, the branch's `$ref` is pointed at a
     copy of the target, processed with the names, that is added to the root's `definitions`
@@ -200,6 +210,7 @@ class _Strict:
         self._taken = set(document.get("definitions") or ())
         self._names: dict[tuple[int, frozenset[str], bool], str] = {}
         self._pending: list[tuple[str, dict[str, Any], Resolver[Any], frozenset[str], bool]] = []
+        self._branch_names = 0
 
     def root(self, document: dict[str, Any], names: frozenset[str]) -> dict[str, Any]:
         """`document` processed as the root, which also accepts `names` (e.g. `metadata`)."""
@@ -219,24 +230,35 @@ class _Strict:
         extra: frozenset[str],
         forbid_allowed: bool,
         is_root: bool = False,
+        covered: bool = False,
     ) -> dict[str, Any]:
+        """`covered`: a branch whose object refuses what its composition does not declare."""
         resolver = _in_subresource(resolver, node)
         ref = node.get("$ref")
         if isinstance(ref, str):  # the keywords beside it are ignored, but may be pointed into
             out = _with_children(node, lambda path, child: self._child(
-                path, child, resolver, frozenset(), True))
-            out["$ref"] = self._reference(ref, resolver, extra, forbid_allowed)
+                path, child, resolver, frozenset(), True, False))
+            out["$ref"] = self._reference(ref, resolver, extra, forbid_allowed, covered)
             return out
         names = _declared(node, resolver) | extra
         states = "additionalProperties" in node
         forbid = forbid_allowed and not states and (is_root or _is_object_schema(node))
         branches_allowed = forbid_allowed and node.get("additionalProperties", False) is False
         out = _with_children(node, lambda path, child: self._child(
-            path, child, resolver, names, branches_allowed))
+            path, child, resolver, names, branches_allowed, forbid or covered))
         if forbid:
             out["additionalProperties"] = False
             properties = dict(out.get("properties") or {})
-            for name in sorted(names - properties.keys()):
+            added = names - properties.keys()
+            if extra and not is_root:  # a branch given the names of its composition
+                self._branch_names += len(added)
+                if self._branch_names > MAX_BRANCH_NAMES:
+                    raise SchemaNotComposable(
+                        "declares too many properties across the allOf/anyOf/oneOf branches "
+                        "of objects without `type: object` or `properties` for undeclared "
+                        "properties to be refused (compatible and none modes): more than "
+                        f"{MAX_BRANCH_NAMES} in all; give such objects `type: object`")
+            for name in sorted(added):
                 properties[name] = {}
             if properties or "properties" in node:
                 out["properties"] = properties
@@ -251,18 +273,23 @@ class _Strict:
         resolver: Resolver[Any],
         names: frozenset[str],
         branches_allowed: bool,
+        covered: bool,
     ) -> dict[str, Any]:
         if path[0] == "not":
             return child
         if path[0] in _COMPOSITION_KEYWORDS:
+            if covered:
+                return self._node(child, resolver, names, False, covered=True)
             return self._node(child, resolver, names, branches_allowed)
         return self._node(child, resolver, frozenset(), True)
 
     def _reference(
-        self, ref: str, resolver: Resolver[Any], extra: frozenset[str], allowed: bool
+        self, ref: str, resolver: Resolver[Any], extra: frozenset[str], allowed: bool,
+        covered: bool,
     ) -> str:
         """The `$ref` a reference becomes: itself when its target, processed where it is,
-        accepts what is wanted here; else a composed copy of the target (see the class)."""
+        accepts what is wanted here; else a composed copy of the target (see the class).
+        A copy that refuses nothing of its own needs no names: one serves every use."""
         if not self._may_define or (not extra and allowed):
             return ref
         try:
@@ -271,8 +298,10 @@ class _Strict:
             return ref
         if not isinstance(target.contents, dict):
             return ref
-        if allowed and extra <= _declared(target.contents, target.resolver):
+        if (allowed or covered) and extra <= _declared(target.contents, target.resolver):
             return ref
+        if not allowed:
+            extra = frozenset()
         key = (id(target.contents), extra, allowed)
         name = self._names.get(key)
         if name is None:

@@ -9,10 +9,10 @@ from jsonschema import Draft4Validator
 from jsonschema.exceptions import best_match
 
 from app.domain.event_type import EventType, EventTypeSchema
-from app.registry.effective_schema import DATA_SCHEMA_ID, effective_schema
+from app.registry.effective_schema import DATA_SCHEMA_ID, SchemaNotComposable, effective_schema
 from app.registry.event_validator import MAX_ERROR_LENGTH, MAX_NATIVE_DEPTH, EventValidator
 from app.registry.formats import EVENT_FORMAT_CHECKER
-from app.registry.json_schema import pointer
+from app.registry.json_schema import pointer, walk
 from app.registry.validator_cache import ValidatorCache
 
 EID = "d765de34-09c0-4bbb-8b1e-7160a33a0791"
@@ -711,3 +711,74 @@ def test_composition_leaves_the_custom_schema_alone():
     root_ref = copy.deepcopy(ROOT_REF_SCHEMA)
     effective_schema(event_type("data", mode="compatible"), root_ref)
     assert root_ref == ROOT_REF_SCHEMA
+
+
+def _property_entries(schema) -> int:
+    """How many names all the `properties` of a schema hold, definitions included."""
+    return sum(len(node["properties"]) for _, node in walk(schema)
+               if isinstance(node.get("properties"), dict))
+
+
+@pytest.mark.parametrize("keyword", ["allOf", "anyOf"])
+@pytest.mark.parametrize("owner", ["root", "typed"])
+def test_branches_of_an_object_that_refuses_for_them_stay_as_given(keyword, owner):
+    """Each of n branches was given the names of all: 5,000 one-property branches made an
+    effective schema of 25M names, and creating the event type took minutes."""
+    branches = [{"properties": {f"p{i}": {"type": "integer"}}} for i in range(300)]
+    composed = {"type": "object", keyword: branches}
+    document = composed if owner == "root" else {"properties": {"o": composed}}
+    et = event_type("undefined", mode="compatible", schema=document)
+    assert _property_entries(effective_schema(et)) < 2 * 300 + 10
+    event = {"p0": 1, "p299": 2}
+    if owner != "root":
+        event = {"o": event}
+    at = "#" if owner == "root" else "#/o"
+    assert error_for(et, event) is None
+    inner = event if owner == "root" else event["o"]
+    inner["surprise"] = 3
+    assert error_for(et, event) == (
+        f"{at}: Additional properties are not allowed ('surprise' was unexpected)")
+    if keyword == "allOf":
+        inner.pop("surprise")
+        inner["p7"] = "x"
+        assert error_for(et, event) == f"{at}/p7: 'x' is not of type 'integer'"
+
+
+def test_a_referenced_branch_of_such_an_object_needs_one_copy_whatever_the_names():
+    document = {
+        "definitions": {"Base": {"properties": {"id": {"type": "string"}}}},
+        "properties": {
+            "a": {"type": "object", "allOf": [{"$ref": "#/definitions/Base"},
+                                              {"properties": {"x": {}}}]},
+            "b": {"type": "object", "allOf": [{"$ref": "#/definitions/Base"},
+                                              {"properties": {"y": {}}}]},
+        },
+    }
+    et = event_type("undefined", mode="compatible", schema=document)
+    composed = [name for name in effective_schema(et)["definitions"]
+                if name.startswith("nakadi-composed-")]
+    assert len(composed) == 1
+    assert error_for(et, {"a": {"id": "1", "x": 1}, "b": {"id": "2", "y": 2}}) is None
+    assert "'y' was unexpected" in error_for(et, {"a": {"id": "1", "y": 1}})
+    assert error_for(et, {"b": {"id": 2}}) == "#/b/id: 2 is not of type 'string'"
+
+
+def test_too_many_names_for_the_branches_of_an_untyped_object_are_refused():
+    """A bare `allOf` under `properties` is not recognisably an object: its branches still
+    get each other's names, so their count is bounded."""
+    branches = [{"properties": {f"p{i}": {}}} for i in range(200)]
+    untyped = event_type("undefined", mode="compatible",
+                         schema={"properties": {"o": {"allOf": branches}}})
+    with pytest.raises(SchemaNotComposable, match="give such objects `type: object`"):
+        effective_schema(untyped)
+    few = event_type("undefined", mode="compatible",
+                     schema={"properties": {"o": {"allOf": branches[:100]}}})
+    assert error_for(few, {"o": {"p0": 1, "p99": 1}}) is None
+    assert "'z' was unexpected" in error_for(few, {"o": {"p0": 1, "z": 1}})
+
+
+def test_too_many_composed_copies_are_refused():
+    document = {"definitions": {f"d{i}": {"properties": {f"p{i}": {}}} for i in range(300)},
+                "allOf": [{"$ref": f"#/definitions/d{i}"} for i in range(300)]}
+    with pytest.raises(SchemaNotComposable, match="composes too many schemas"):
+        effective_schema(event_type("undefined", mode="compatible", schema=document))
