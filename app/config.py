@@ -50,6 +50,7 @@ class Settings:
     min_retention_ms: int = RegistrySettings.min_retention_time_ms
     max_retention_ms: int = RegistrySettings.max_retention_time_ms
     default_retention_ms: int = RegistrySettings.default_retention_time_ms
+    max_schema_bytes: int = RegistrySettings.max_schema_bytes
     max_batch_bytes: int = 50_000_000
     # Events in one publish request: each costs a worker CPU that no other request or
     # stream of it gets meanwhile, and a 422 answers with an item per event.
@@ -109,6 +110,7 @@ class Settings:
             default_retention_time_ms=self.default_retention_ms,
             default_partitions=self.default_partitions,
             max_partitions=self.max_partitions,
+            max_schema_bytes=self.max_schema_bytes,
         )
 
     @classmethod

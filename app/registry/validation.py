@@ -58,7 +58,7 @@ def validate_event_type(event_type: EventType, settings: RegistrySettings) -> li
     errors: list[FieldError] = []
     for rule in _FIELD_RULES:
         errors.extend(rule(event_type, settings))
-    schema_errors = _schema(event_type)
+    schema_errors = _schema(event_type, settings)
     errors.extend(schema_errors)
     if not schema_errors:
         try:
@@ -197,9 +197,13 @@ _FIELD_RULES: tuple[Rule, ...] = (
 )
 
 
-def _schema(event_type: EventType) -> list[FieldError]:
+def _schema(event_type: EventType, settings: RegistrySettings) -> list[FieldError]:
     """The custom schema: a draft 4 JSON Schema fit for the category and compatibility mode."""
     field = "schema.schema"
+    size = len(event_type.schema.schema.encode())
+    if size > settings.max_schema_bytes:
+        return [FieldError(field, f"must be at most {settings.max_schema_bytes} bytes long "
+                                  f"(got {size})")]
     try:
         schema = parse_schema_text(event_type.schema.schema)
     except SchemaTextInvalid as error:

@@ -515,6 +515,18 @@ def test_posting_a_schema_refuses_what_a_put_refuses(base_url, created):
     assert requests.get(f"{base_url}/event-types/{name}").json()["schema"]["version"] == "1.0.0"
 
 
+def test_a_schema_over_a_megabyte_is_refused_on_creation_and_on_change(base_url, created):
+    """The default NAKADI_MAX_SCHEMA_BYTES; the schema is not even parsed."""
+    huge = {"type": "object", "properties": {f"p{i:06}": {} for i in range(90_000)}}
+    assert len(json.dumps(huge)) > 1_000_000
+    body = business_event_type(schema={"type": "json_schema", "schema": json.dumps(huge)})
+    problem = assert_problem(requests.post(base_url + "/event-types", json=body), 422)
+    assert "schema.schema: must be at most 1000000 bytes long" in problem["detail"]
+    assert requests.get(f"{base_url}/event-types/{body['name']}").status_code == 404
+    problem = assert_problem(post_schema(base_url, created["name"], huge), 422)
+    assert "must be at most 1000000 bytes long" in problem["detail"]
+
+
 def test_posting_a_schema_keeps_the_field_lists_true(base_url):
     body = business_event_type(partition_strategy="hash", partition_key_fields=["order_number"])
     assert requests.post(base_url + "/event-types", json=body).status_code == 201

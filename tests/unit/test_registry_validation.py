@@ -549,3 +549,24 @@ def test_a_schema_its_effective_schema_cannot_resolve_is_refused():
                                  partition_strategy="random"),
                    "schema.schema",
                    "cannot be used to validate events: $ref '#/properties/o' does not resolve")
+
+
+def test_a_schema_longer_than_the_limit_is_refused_before_it_is_read():
+    """A schema is parsed and compiled in the request that brings it (~1.2 s of a worker's
+    CPU per MB, nothing else of the worker running meanwhile): 50 MB outlasted gunicorn's
+    timeout, and the worker was killed with every stream it served."""
+    settings = RegistrySettings(max_schema_bytes=100)
+    text = json.dumps({"properties": {"é" * 40: {}}}, ensure_ascii=False)  # 104 bytes
+    assert len(text) <= 100 < len(text.encode())
+    assert_refused(undefined_body(schema={"type": "json_schema", "schema": text}),
+                   "schema.schema", "must be at most 100 bytes long (got 104)", settings)
+    assert_refused(undefined_body(schema={"type": "json_schema", "schema": "{" * 101}),
+                   "schema.schema", "must be at most 100 bytes long (got 101)", settings)
+    fits = json.dumps({"properties": {"a" * 76: {}}})  # 100 bytes
+    assert len(fits.encode()) == 100
+    check_event_type(undefined_body(schema={"type": "json_schema", "schema": fits}), settings)
+
+
+def test_the_schema_limit_must_be_positive():
+    with pytest.raises(ValueError, match="max_schema_bytes"):
+        RegistrySettings(max_schema_bytes=0)
