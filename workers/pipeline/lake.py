@@ -21,17 +21,26 @@ half-written file.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import uuid
+from functools import reduce
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+import pyarrow.parquet as pq
+from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
+
+from workers.pipeline.schema_merge import conform, merge_structs
 
 STAGING = "_staging"  # Spark, pyarrow and DuckDB skip names starting with "_"
 # A value per event: Parquet's dictionary encoding only costs time on them.
 UNIQUE_COLUMNS = ("eid", "offset")
+# Where Spark keeps a Parquet file's Spark schema in its footer.
+SPARK_SCHEMA_KEY = b"org.apache.spark.sql.parquet.row.metadata"
 
 
 def event_type_dir(output: Path, event_type: str) -> Path:
@@ -93,8 +102,49 @@ def write_batch(frame: DataFrame, batch_id: int, output: Path, event_type: str,
 
 def read_archive(spark: SparkSession, output: str | Path, event_type: str) -> DataFrame:
     """The archived events of one event type, with the columns the data source
-    gives (``event_type`` from the directory) plus ``date``."""
-    frame = spark.read.option("mergeSchema", "true").parquet(
-        str(event_type_dir(Path(output), event_type)))
+    gives (``event_type`` from the directory) plus ``date``.
+
+    Spark merges the schemas of all files, which works when schema versions only
+    added fields. When versions gave a column different Spark types, the files of
+    each schema are read apart and made to agree (``schema_merge``), so every row
+    is read; that costs a look at every file's footer, so only such lakes pay it."""
+    directory = event_type_dir(Path(output), event_type)
+    try:
+        frame = spark.read.option("mergeSchema", "true").parquet(str(directory))
+    except Py4JJavaError as error:
+        if error.java_exception.getCondition() != "CANNOT_MERGE_SCHEMAS":
+            raise
+        frame = _read_disagreeing_files(spark, directory)
     columns = [F.col(name) for name in frame.columns]
     return frame.select(*columns[:1], F.lit(event_type).alias("event_type"), *columns[1:])
+
+
+def _read_disagreeing_files(spark: SparkSession, directory: Path) -> DataFrame:
+    """The lake's files grouped by schema, each group read with its own and turned
+    into the merged one, then put together; ``date`` comes from the paths, as in a
+    read of the whole directory."""
+    groups: dict[str, tuple[StructType, list[str]]] = {}
+    for path in sorted(directory.glob("date=*/part-*.parquet")):
+        schema = _spark_schema(path)
+        groups.setdefault(schema.json(), (schema, []))[1].append(str(path))
+    merged = merge_structs([schema for schema, _ in groups.values()])
+    frames = []
+    for schema, paths in groups.values():
+        present = {field.name: field.dataType for field in schema.fields}
+        frame = spark.read.schema(schema).option("basePath", str(directory)).parquet(*paths)
+        frames.append(frame.select(
+            *(conform(_column(field.name), present.get(field.name),
+                      field.dataType).alias(field.name) for field in merged.fields),
+            "date"))
+    return reduce(DataFrame.union, frames)
+
+
+def _column(name: str) -> Column:
+    """A top-level column by its exact name (a payload property may hold dots)."""
+    return F.col("`" + name.replace("`", "``") + "`")
+
+
+def _spark_schema(path: Path) -> StructType:
+    """The Spark schema a lake file was written with, from its footer."""
+    metadata = pq.read_schema(path).metadata or {}
+    return StructType.fromJson(json.loads(metadata[SPARK_SCHEMA_KEY]))
