@@ -175,7 +175,7 @@ def main() -> None:
         print(f"broker low-level stream, 1 stream:           {args.events / wall:>10,.0f} "
               f"events/s\n{cpu}", flush=True)
 
-        spark = start_spark(args.master)
+        spark = start_spark(args.master, work / "spark.log")
         layout = SourceOptions.parse({"url": base_url, "event_type": name}).layout()
         from workers.pipeline.schema_mapping import row_schema
         payload = row_schema(layout)

@@ -279,3 +279,57 @@ def test_a_continuous_archiver_restarts_its_query_when_the_schema_changes(base_u
     assert_exactly_once(lake_rows(lake, name), eids)
     assert (f"nakadi-archive: {name}: the schema of {name!r} from version 1.0.0 to 1.1.0 "
             "changed since the query started: starting its query again") in log.read_text()
+
+
+# The JVM prints it itself at start (Spark's launcher adds the module), not Spark's log.
+JVM_WARNING = "WARNING: Using incubator modules: jdk.incubator.vector"
+
+
+def assert_only_the_archivers_lines(stderr: str, checkpoint: Path) -> None:
+    """A failed run's stderr holds the archiver's own lines; Spark's log, with the
+    failed query's stack traces, is in the checkpoint's ``_spark.log``."""
+    assert [line for line in stderr.splitlines()
+            if "nakadi-archive" not in line and line != JVM_WARNING] == []
+    assert "terminated with error" in (checkpoint / "_spark.log").read_text()
+
+
+def test_a_batch_that_cannot_be_written_fails_the_run_in_one_line(base_url, tmp_path):
+    name = new_event_type(base_url, default_statistic={
+        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
+        "write_parallelism": 1})
+    publish(base_url, name, 5)
+    (tmp_path / "lake").mkdir()
+    (tmp_path / "lake" / "_staging").write_text("not a directory")  # where batches are written
+    done = subprocess.run([*archiver(base_url, tmp_path, "--event-type", name, "--master",
+                                     "local[1]"), "--once"],
+                          env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    assert f"nakadi-archive: {name}: " in done.stderr
+    assert_only_the_archivers_lines(done.stderr, tmp_path / "checkpoint")
+
+
+def test_an_event_type_deleted_while_archived_ends_the_run_in_one_line(base_url, tmp_path):
+    name = new_event_type(base_url, default_statistic={
+        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
+        "write_parallelism": 1})
+    publish(base_url, name, 5)
+    log = tmp_path / "archiver.log"
+    with open(log, "w") as output:
+        running = subprocess.Popen(
+            archiver(base_url, tmp_path, "--event-type", name, "--interval", "1",
+                     "--master", "local[1]"),
+            env=dict(os.environ, PYSPARK_PYTHON=sys.executable), stdout=subprocess.DEVNULL,
+            stderr=output, start_new_session=True)
+    try:
+        wait_until(lambda: len(lake_values(tmp_path / "lake", name, "eid")) == 5,
+                   timeout=120, what="the events in the lake")
+        assert requests.delete(f"{base_url}/event-types/{name}").status_code == 200
+        running.wait(timeout=120)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(running.pid, signal.SIGKILL)  # whatever it left
+    assert running.returncode == 1
+    assert f"nakadi-archive: {name}: " in log.read_text()
+    assert f"EventType '{name}' does not exist" in log.read_text()
+    assert_only_the_archivers_lines(log.read_text(), tmp_path / "checkpoint")

@@ -117,7 +117,8 @@ def test_the_image_is_pinned_non_root_and_runs_gunicorn_under_an_init():
 
 def test_the_build_stage_copies_what_the_package_needs(tmp_path):
     """Build the wheel from exactly the files the Dockerfile copies: it must hold every
-    module and SQL migration, so the image cannot lack one."""
+    module, SQL migration and data file (the API's definition, the archiver's log
+    configuration), so the image cannot lack one."""
     context = tmp_path / "context"
     context.mkdir()
     for op, args in dockerfile():
@@ -137,7 +138,8 @@ def test_the_build_stage_copies_what_the_package_needs(tmp_path):
     packaged = set(zipfile.ZipFile(wheel).namelist())
     needed = {str(path.relative_to(ROOT)) for folder in ("app", "workers", "sql")
               for path in (ROOT / folder).rglob("*")
-              if path.suffix in (".py", ".sql", ".yaml") and "__pycache__" not in path.parts}
+              if path.suffix in (".py", ".sql", ".yaml", ".properties")
+              and "__pycache__" not in path.parts}
     needed.add("deploy/healthcheck.py")
     assert needed - packaged == set()
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -120,9 +121,17 @@ def check_identity(checkpoint: Path, name: str, definition: dict) -> None:
     os.replace(temporary, kept)
 
 
-def start_spark(master: str) -> SparkSession:
+# Spark's log configuration for the archiver (warnings and errors into a file).
+LOG4J2_CONFIGURATION = Path(__file__).with_name("log4j2.properties")
+SPARK_LOG = "_spark.log"  # in --checkpoint: no event type name starts with "_"
+
+
+def start_spark(master: str, log: Path) -> SparkSession:
     """A Spark session whose Python workers run this interpreter and report errors
-    as one line rather than a traceback."""
+    as one line rather than a traceback, and whose log goes to the file ``log``
+    instead of stderr. The driver JVM starts with the session, so the log's
+    configuration is a JVM option given before, not ``setLogLevel`` after: the
+    lines Spark logs while starting would come before that."""
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ["SPARK_HIDE_TRACEBACK"] = "1"
     use_compiled_pyspark()
@@ -138,8 +147,12 @@ def start_spark(master: str) -> SparkSession:
              # every row by date first.
              .config("spark.sql.maxConcurrentOutputFileWriters", "8")
              .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
+             # Split by Spark's launcher as a shell would: the paths may hold spaces.
+             .config("spark.driver.extraJavaOptions", " ".join(
+                 shlex.quote(f"-D{name}={value}") for name, value in (
+                     ("log4j2.configurationFile", LOG4J2_CONFIGURATION),
+                     ("nakadi.archive.spark-log", log))))
              .getOrCreate())
-    spark.sparkContext.setLogLevel("ERROR")
     spark.dataSource.register(NakadiDataSource)
     return spark
 
@@ -195,7 +208,7 @@ def run(args: argparse.Namespace) -> int:
         print("nakadi-archive: the broker has no event types to archive", file=sys.stderr)
         return 0
     args.output.mkdir(parents=True, exist_ok=True)
-    spark = start_spark(args.master)
+    spark = start_spark(args.master, args.checkpoint / SPARK_LOG)
     from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
 
