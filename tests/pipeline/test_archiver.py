@@ -305,7 +305,9 @@ def test_a_batch_that_cannot_be_written_fails_the_run_in_one_line(base_url, tmp_
                           env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 1
-    assert f"nakadi-archive: {name}: " in done.stderr
+    # The JVM's reason, not py4j's "An error occurred while calling o86.parquet".
+    assert f"nakadi-archive: {name}: ParentNotDirectoryException: Parent path is not a " \
+           f"directory: file:{tmp_path / 'lake' / '_staging'}\n" in done.stderr
     assert_only_the_archivers_lines(done.stderr, tmp_path / "checkpoint")
 
 

@@ -271,7 +271,9 @@ def restart_on_schema_change(spark: SparkSession, args: argparse.Namespace,
 def _one_line(error: BaseException) -> str:
     """The BrokerError inside a Spark error; else the exception a Python traceback
     in it ends with (an error raised in foreachBatch comes back as the JVM's
-    error wrapping the Python worker's traceback); else the error's first line."""
+    error wrapping the Python worker's traceback), or, when that is py4j's
+    report of a JVM call that failed, the JVM's exception it names next (say,
+    why a batch's Parquet could not be written); else the error's first line."""
     text = str(getattr(error, "desc", None) or error)
     marker = "BrokerError: "
     if marker in text:
@@ -279,8 +281,12 @@ def _one_line(error: BaseException) -> str:
     lines = text.strip().splitlines()
     start = next((i for i, line in enumerate(lines)
                   if line.endswith("Traceback (most recent call last):")), None)
-    for line in lines[start + 1:] if start is not None else ():
+    after = lines[start + 1:] if start is not None else []
+    for index, line in enumerate(after):
         if line and not line[0].isspace():  # the first line after the frames
+            following = after[index + 1] if index + 1 < len(after) else ""
+            if line.startswith("py4j.protocol.Py4JJavaError") and following.startswith(": "):
+                line = following[2:]  # ": org.apache...SomeException: why"
             exception, _, message = line.partition(": ")
             return f"{exception.rsplit('.', 1)[-1]}: {message}" if message else line
     return lines[0] if lines else type(error).__name__
