@@ -39,6 +39,7 @@ def create_app(settings: Settings | None = None) -> Flask:
     # (clients that join a base URL and a path often add one).
     app.url_map.strict_slashes = False
     app.config["MAX_CONTENT_LENGTH"] = settings.max_batch_bytes
+    app.config["MAX_BODY_BYTES"] = settings.max_body_bytes
     app.config["REQUEST_BODY_TIMEOUT_S"] = settings.request_body_timeout_s
     app.config["RESPONSE_SEND_TIMEOUT_S"] = settings.response_send_timeout_s
     app.extensions["nakadi"] = Services(settings)

@@ -52,6 +52,9 @@ class Settings:
     default_retention_ms: int = RegistrySettings.default_retention_time_ms
     max_schema_bytes: int = RegistrySettings.max_schema_bytes
     max_batch_bytes: int = 50_000_000
+    # Every other request body (event types, subscriptions, cursors...): what is stored
+    # from one is served again by every listing, and parsing it holds the worker.
+    max_body_bytes: int = 8_000_000
     # Events in one publish request: each costs a worker CPU that no other request or
     # stream of it gets meanwhile, and a 422 answers with an item per event.
     max_batch_events: int = 100_000

@@ -63,10 +63,11 @@ def gunzip(data: bytes, limit: int) -> bytes:
 
 def json_body() -> Any:
     """The request body's JSON value: a 400 saying why when it is not standard JSON
-    or holds a NUL character, and the statuses of ``json_bytes``."""
+    or holds a NUL character, and the statuses of ``json_bytes`` (at most
+    ``NAKADI_MAX_BODY_BYTES``; event batches are read by their own limit)."""
     try:
         app = current_flask()
-        return app.json.loads(json_bytes(app.config["MAX_CONTENT_LENGTH"]))
+        return app.json.loads(json_bytes(app.config["MAX_BODY_BYTES"]))
     except InvalidJson as error:
         raise Problem(400, f"the body is not valid JSON: {error}") from None
 

@@ -110,6 +110,27 @@ def test_a_body_over_the_limit_is_a_413_naming_the_limit(base_url, event_type):
         assert str(limit) in problem["detail"]
 
 
+def test_bodies_other_than_event_batches_have_a_smaller_limit(base_url, event_type):
+    """An event type or subscription is served again by every listing: a 40 MB
+    description was stored, and every GET /event-types answered over 40 MB."""
+    limit = Settings.from_env().max_body_bytes
+    assert limit < Settings.from_env().max_batch_bytes
+    name = f"bodies.test-{uuid.uuid4().hex[:10]}"
+    huge = {"name": name, "owning_application": "audit", "category": "undefined",
+            "description": "d" * limit, "schema": {"type": "json_schema", "schema": "{}"}}
+    for method, path in (("POST", "/event-types"), ("PUT", f"/event-types/{event_type}"),
+                         ("POST", "/subscriptions")):
+        problem = assert_problem(requests.request(method, base_url + path, json=huge), 413)
+        assert str(limit) in problem["detail"]
+    assert requests.get(f"{base_url}/event-types/{name}").status_code == 404
+    # A batch above that limit is still taken.
+    batch = [dict(event, padding="p" * 1000) for event in events(limit // 1000 + 100)]
+    body = json.dumps(batch).encode()
+    assert len(body) > limit
+    assert publish(base_url, event_type, body, {"Content-Type": "application/json"}
+                   ).status_code == 200
+
+
 @pytest.mark.parametrize("pad", [0, 1_000_000])  # read at once, and walked event by event
 def test_a_batch_of_more_events_than_allowed_is_a_413_and_stores_nothing(base_url, event_type,
                                                                          pad):
