@@ -77,6 +77,14 @@ class _Running:
         self.poller: gevent.event.AsyncResult[Outcome[None]] | None = None
 
 
+def _raise_if_retired(running: _Running, topic: str) -> None:
+    """An append that yielded finds its producer retired meanwhile (by another append,
+    or with the brokers): its poll thread closes it, and producing more would raise."""
+    if running.stopping:
+        raise StorageUnavailable(KAFKA, f"{topic}: the producer was replaced during the "
+                                        "append (the events produced may be stored all the same)")
+
+
 class Appender:
     """Produces batches and waits for their acknowledgements. The producer and
     its poll thread start on the first append."""
@@ -107,6 +115,7 @@ class Appender:
                 produced += 1
                 if produced % PRODUCE_SLICE == 0:
                     gevent.sleep(0)  # let other greenlets run during a very large batch
+                    _raise_if_retired(running, topic)
                 while True:
                     try:
                         producer.produce(topic, payload, key, partition=partition,
@@ -118,6 +127,7 @@ class Appender:
                             raise StorageError(
                                 f"{topic}: the producer queue stayed full") from None
                         gevent.sleep(QUEUE_FULL_BACKOFF_S)
+                        _raise_if_retired(running, topic)
                     except KafkaException as error:
                         raise storage_error(error, f"{topic}/{partition}") from error
         results: dict[int, list[int] | StorageError] = {}
