@@ -190,7 +190,8 @@ def test_a_client_that_stops_reading_a_response_is_cut_off(base_url, server_env,
                                                            tmp_path):
     port = free_port()
     log = tmp_path / "gunicorn.log"
-    server = start_gunicorn(server_env | {"NAKADI_RESPONSE_SEND_TIMEOUT_S": "1"}, port, log)
+    server = start_gunicorn(server_env | {"NAKADI_RESPONSE_SEND_TIMEOUT_S": "1",
+                                          "NAKADI_MAX_BODY_BYTES": "20000000"}, port, log)
     # ~8 MB of shifted cursors: more than the socket buffers can take.
     body = json.dumps([{"partition": "0", "offset": "begin", "shift": 0}] * 200_000).encode()
     connection = None
