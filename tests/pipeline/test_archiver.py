@@ -335,3 +335,15 @@ def test_an_event_type_deleted_while_archived_ends_the_run_in_one_line(base_url,
     assert f"nakadi-archive: {name}: " in log.read_text()
     assert f"EventType '{name}' does not exist" in log.read_text()
     assert_only_the_archivers_lines(log.read_text(), tmp_path / "checkpoint")
+
+
+@pytest.mark.parametrize("option", ["--output", "--checkpoint"])
+def test_a_directory_under_a_regular_file_is_one_line_and_exit_2(base_url, tmp_path, option):
+    name = new_event_type(base_url)  # one that exists: the run gets as far as the directories
+    (tmp_path / "somefile").write_text("not a directory")
+    command = archiver(base_url, tmp_path, "--event-type", name, "--once")
+    command[command.index(option) + 1] = str(tmp_path / "somefile" / "dir")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.startswith(f"nakadi-archive: {option} {tmp_path / 'somefile' / 'dir'}")
+    assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr

@@ -87,6 +87,14 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
         parse_offsets(args.starting_offsets, EARLIEST, "--starting-offsets")
     except BrokerError as error:
         parser.error(str(error))
+    # Made here, so that a path that cannot be a directory (one under a regular
+    # file, say) is a bad argument rather than a traceback later.
+    for option, directory in (("--output", args.output), ("--checkpoint", args.checkpoint)):
+        try:
+            directory.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            parser.error(f"{option} {directory} cannot be made a directory: "
+                         f"{error.strerror or error}")
     return args
 
 
@@ -207,7 +215,6 @@ def run(args: argparse.Namespace) -> int:
     if not names:
         print("nakadi-archive: the broker has no event types to archive", file=sys.stderr)
         return 0
-    args.output.mkdir(parents=True, exist_ok=True)
     spark = start_spark(args.master, args.checkpoint / SPARK_LOG)
     from py4j.protocol import Py4JError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
