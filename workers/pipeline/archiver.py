@@ -129,6 +129,11 @@ def check_identity(checkpoint: Path, name: str, definition: dict) -> None:
     os.replace(temporary, kept)
 
 
+def confirm_identity(client: BrokerClient, checkpoint: Path, name: str) -> None:
+    """``check_identity`` against the event type as the broker has it now."""
+    check_identity(checkpoint, name, client.event_type(name))
+
+
 # Spark's log configuration for the archiver (warnings and errors into a file).
 LOG4J2_CONFIGURATION = Path(__file__).with_name("log4j2.properties")
 SPARK_LOG = "_spark.log"  # in --checkpoint: no event type name starts with "_"
@@ -176,12 +181,15 @@ def start_query(spark: SparkSession, args: argparse.Namespace, name: str) -> Str
                           ("subscription_id", args.subscription_id)):
         if value is not None:
             reader = reader.option(option, str(value))
-    category = BrokerClient(args.url, args.token, args.token_file).event_type(name).get(
-        "category", "undefined")
+    client = BrokerClient(args.url, args.token, args.token_file)
+    category = client.event_type(name).get("category", "undefined")
+    # A batch read after its event type was recreated holds the new one's events
+    # from the old offsets on: checked once read, it never enters the lake.
+    same_event_type = partial(confirm_identity, client, args.checkpoint / name, name)
     writer = (reader.load().writeStream
               .foreachBatch(partial(write_batch, output=args.output, event_type=name,
                                     archive=archive_id(args.checkpoint / name),
-                                    category=category))
+                                    category=category, check=same_event_type))
               .option("checkpointLocation", str(args.checkpoint / name)))
     if args.once:
         writer = writer.trigger(availableNow=True)

@@ -25,6 +25,7 @@ import json
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from functools import reduce
 from pathlib import Path
 
@@ -80,15 +81,24 @@ def archive_id(checkpoint: Path) -> str:
 
 
 def write_batch(frame: DataFrame, batch_id: int, output: Path, event_type: str,
-                archive: str, category: str = "business") -> None:
+                archive: str, category: str = "business",
+                check: Callable[[], None] | None = None) -> None:
     """Put one micro-batch of an event type into the lake, replacing what an
-    earlier attempt of the same batch of the same archive wrote."""
+    earlier attempt of the same batch of the same archive wrote. ``check`` runs
+    once the batch's events are read (written to staging) and before they enter
+    the lake; an error it raises keeps them out."""
     staging = output / STAGING / event_type / f"{archive}-{batch_id}"
     shutil.rmtree(staging, ignore_errors=True)
     writer = with_date(frame, category).write.partitionBy("date")
     for unique in UNIQUE_COLUMNS:
         writer = writer.option(f"parquet.enable.dictionary#{unique}", "false")
     writer.parquet(str(staging))
+    if check is not None:
+        try:
+            check()
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
     target = event_type_dir(output, event_type)
     prefix = f"part-{archive}-{batch_id:010d}-"
     for earlier in target.glob(f"date=*/{prefix}*.parquet"):
