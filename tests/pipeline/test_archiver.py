@@ -350,6 +350,48 @@ def test_a_directory_under_a_regular_file_is_one_line_and_exit_2(base_url, tmp_p
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
 
 
+def test_an_event_type_recreated_while_archived_ends_the_run_without_its_events(
+        base_url, tmp_path):
+    one_partition = {"messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
+                     "write_parallelism": 1}
+    recreated = new_event_type(base_url, default_statistic=one_partition)
+    other = new_event_type(base_url, default_statistic=one_partition)
+    old_eids, other_eids = publish(base_url, recreated, 20), publish(base_url, other, 5)
+    log = tmp_path / "archiver.log"
+    with open(log, "w") as output:
+        running = subprocess.Popen(
+            archiver(base_url, tmp_path, "--event-type", recreated, "--event-type", other,
+                     "--interval", "1", "--master", "local[1]"),
+            env=dict(os.environ, PYSPARK_PYTHON=sys.executable), stdout=subprocess.DEVNULL,
+            stderr=output, start_new_session=True)
+    lake = tmp_path / "lake"
+    try:
+        wait_until(lambda: len(lake_values(lake, recreated, "eid")) == 20
+                   and len(lake_values(lake, other, "eid")) == 5,
+                   timeout=120, what="the events in the lake")
+        assert requests.delete(f"{base_url}/event-types/{recreated}").status_code == 200
+        new_event_type(base_url, name=recreated, default_statistic=one_partition)
+        # The checkpoint's offset (…019) is one of these: going on from it would skip
+        # the first 20 of them.
+        publish(base_url, recreated, 30)
+        running.wait(timeout=90)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(running.pid, signal.SIGKILL)  # whatever it left
+    stderr = log.read_text()
+    assert running.returncode == 2, stderr[-3000:]
+    errors = [line for line in stderr.splitlines() if line.startswith("nakadi-archive: ")]
+    assert len(errors) == 1 and errors == stderr.splitlines()[-1:], stderr[-3000:]
+    assert errors[0].startswith(f"nakadi-archive: event type {recreated!r} was deleted and "
+                                "created again")
+    assert errors[0].endswith("; archive it with a new --checkpoint")
+    assert [line for line in stderr.splitlines()
+            if "nakadi-archive" not in line and line != JVM_WARNING] == []
+    # Nothing of the new event type; the other event type's events stay.
+    assert_exactly_once(lake_rows(lake, recreated), old_eids)
+    assert_exactly_once(lake_rows(lake, other), other_eids)
+
+
 def test_a_batch_read_after_its_event_type_was_recreated_stays_out_of_the_lake(
         spark, base_url, tmp_path):
     one_partition = {"messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,

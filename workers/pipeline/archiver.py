@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
@@ -107,6 +108,14 @@ def event_types(args: argparse.Namespace, client: BrokerClient) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+class EventTypeRecreated(BrokerError):
+    """The event type of a checkpoint was deleted and created again under its name."""
+
+    def __init__(self, event_type: str, message: str) -> None:
+        super().__init__(message)
+        self.event_type = event_type
+
+
 def check_identity(checkpoint: Path, name: str, definition: dict) -> None:
     """Keeps the event type's ``created_at`` in its checkpoint directory and refuses
     a checkpoint of an event type of the same name that was deleted since: its
@@ -118,7 +127,7 @@ def check_identity(checkpoint: Path, name: str, definition: dict) -> None:
     kept = checkpoint / "event-type-created-at"
     if kept.exists():
         if kept.read_text().strip() != created:
-            raise BrokerError(
+            raise EventTypeRecreated(name,
                 f"event type {name!r} was deleted and created again (now created at "
                 f"{created}, the checkpoint {checkpoint} is of the one created at "
                 f"{kept.read_text().strip()}); archive it with a new --checkpoint")
@@ -132,6 +141,21 @@ def check_identity(checkpoint: Path, name: str, definition: dict) -> None:
 def confirm_identity(client: BrokerClient, checkpoint: Path, name: str) -> None:
     """``check_identity`` against the event type as the broker has it now."""
     check_identity(checkpoint, name, client.event_type(name))
+
+
+def recreated(client: BrokerClient, args: argparse.Namespace,
+              names: Iterable[str]) -> EventTypeRecreated | None:
+    """The refusal of the first of ``names`` deleted and created again since its
+    checkpoint began. One the broker cannot show now (deleted, or the broker out
+    of reach) is not: its query fails saying so when it next asks."""
+    for name in names:
+        try:
+            confirm_identity(client, args.checkpoint / name, name)
+        except EventTypeRecreated as refusal:
+            return refusal
+        except BrokerError:
+            continue
+    return None
 
 
 # Spark's log configuration for the archiver (warnings and errors into a file).
@@ -243,6 +267,7 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_FAILED
     progress = Progress(client, sys.stderr)
     failed = False
+    refused: EventTypeRecreated | None = None
     next_report = time.monotonic() + progress.interval
     try:
         while not stop.is_set():
@@ -250,15 +275,25 @@ def run(args: argparse.Namespace) -> int:
             if not any(q.isActive for q in queries.values()):
                 break
             if time.monotonic() >= next_report:
+                # Also finds one recreated without new events yet, whose query goes on.
+                if refused := recreated(client, args, queries):
+                    break
                 progress.report(queries)
                 for name, query in queries.items():
                     follow_subscription(client, args, name, query)
                 next_report += progress.interval
             stop.wait(0.2)
+        # A query that failed because its event type was recreated (a batch refused,
+        # or the broker's answer to old offsets) ends with the refusal.
+        refused = refused or recreated(client, args, [
+            name for name, query in queries.items()
+            if not query.isActive and query.exception() is not None])
     finally:
         for name, query in queries.items():
             if query.isActive:
                 query.stop()
+            if refused is not None and name == refused.event_type:
+                continue  # its offsets are not the new event type's; the refusal says why
             follow_subscription(client, args, name, query)
             error = query.exception()
             if error is not None:
@@ -266,6 +301,8 @@ def run(args: argparse.Namespace) -> int:
                 print(f"nakadi-archive: {name}: {_one_line(error)}", file=sys.stderr)
         progress.report(queries, final=True)
         spark.stop()
+    if refused is not None:
+        raise refused  # as at start: one line, exit 2 (main)
     return EXIT_FAILED if failed else 0
 
 
