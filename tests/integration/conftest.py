@@ -12,12 +12,16 @@ from app.storage.engine import StorageEngine
 from app.storage.engines import build_engine
 
 
+def _built(pool: ConnectionPool, storage_id: str) -> Iterator[StorageEngine]:
+    built = build_engine(get_storage(pool, storage_id), pool)
+    yield built
+    built.close()
+
+
 @pytest.fixture(scope="session", params=["postgres", "kafka"])
 def engine(request, pool: ConnectionPool) -> Iterator[StorageEngine]:
     """Each storage engine in turn, as the local stack registers it."""
-    built = build_engine(get_storage(pool, request.param), pool)
-    yield built
-    built.close()
+    yield from _built(pool, request.param)
 
 
 def _fresh_topic(engine: StorageEngine, partitions: int) -> Iterator[str]:
@@ -40,16 +44,25 @@ def second_topic(engine: StorageEngine) -> Iterator[str]:
 
 
 @pytest.fixture
-def postgres_engine(pool):
-    engine = build_engine(get_storage(pool, "postgres"), pool)
-    yield engine
-    engine.close()
+def postgres_engine(pool: ConnectionPool) -> Iterator[StorageEngine]:
+    yield from _built(pool, "postgres")
 
 
 @pytest.fixture
 def postgres_topic(postgres_engine: StorageEngine) -> Iterator[str]:
     """A fresh topic with 2 partitions on the postgres engine, deleted afterwards."""
     yield from _fresh_topic(postgres_engine, 2)
+
+
+@pytest.fixture
+def kafka_engine(pool: ConnectionPool) -> Iterator[StorageEngine]:
+    yield from _built(pool, "kafka")
+
+
+@pytest.fixture
+def kafka_topic(kafka_engine: StorageEngine) -> Iterator[str]:
+    """A fresh topic with 1 partition on the kafka engine, deleted afterwards."""
+    yield from _fresh_topic(kafka_engine, 1)
 
 
 @pytest.fixture

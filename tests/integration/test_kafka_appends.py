@@ -3,37 +3,20 @@
 from __future__ import annotations
 
 import time
-import uuid
-from collections.abc import Iterator
 
 import gevent
 import pytest
 
-from app.repository.storages import get_storage
 from app.storage.engine import StorageUnavailable
-from app.storage.kafka import KafkaEngine
 from app.storage.kafka.producer import PRODUCE_SLICE
 
 
-@pytest.fixture
-def kafka(pool) -> Iterator[KafkaEngine]:
-    built = KafkaEngine(get_storage(pool, "kafka").configuration["bootstrap_servers"])
-    yield built
-    built.close()
-
-
-@pytest.fixture
-def topic(kafka: KafkaEngine) -> Iterator[str]:
-    name = f"test-{uuid.uuid4().hex[:12]}"
-    kafka.create_topic(name, partitions=1, retention_ms=3_600_000)
-    yield name
-    kafka.delete_topic(name)
-
-
-def test_an_append_whose_producer_was_retired_while_it_yielded_is_an_outage(kafka, topic):
+def test_an_append_whose_producer_was_retired_while_it_yielded_is_an_outage(
+        kafka_engine, kafka_topic):
     """Once every broker is reported down, the producer is retired at once, also under
     an append that yielded between slices of a large batch; its poll thread closes it,
     and the append's next produce raised RuntimeError (a 500)."""
+    kafka, topic = kafka_engine, kafka_topic
     kafka.append_many(topic, {0: [b"{}"]})  # the producer is running
     running = kafka._appender._running
     assert running is not None

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import IO
 
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
@@ -41,6 +42,13 @@ def publish(base_url: str, name: str, count: int) -> set[str]:
 def archiver(base_url: str, tmp_path: Path, *args: str) -> list[str]:
     return [ARCHIVER, "--url", base_url, "--output", str(tmp_path / "lake"),
             "--checkpoint", str(tmp_path / "checkpoint"), *args]
+
+
+def start_archiver(command: list[str], stderr: IO[str] | int = subprocess.DEVNULL
+                   ) -> subprocess.Popen:
+    """A continuous archiver in a session of its own (so its Spark goes with it)."""
+    return subprocess.Popen(command, env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
+                            stdout=subprocess.DEVNULL, stderr=stderr, start_new_session=True)
 
 
 def archive_once(command: list[str]) -> subprocess.CompletedProcess:
@@ -87,9 +95,7 @@ def test_after_a_kill_mid_run_a_restart_continues_leaving_every_event_exactly_on
     eids = publish(base_url, name, 600)
     command = archiver(base_url, tmp_path, "--event-type", name,
                        "--max-events-per-trigger", "200", "--interval", "0.5")
-    running = subprocess.Popen(command, env=dict(os.environ, PYSPARK_PYTHON=sys.executable),
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                               start_new_session=True)
+    running = start_archiver(command)
     try:
         lake = tmp_path / "lake" / f"event_type={name}"
         wait_until(lambda: any(lake.glob("date=*/*.parquet")), timeout=120,
@@ -249,11 +255,8 @@ def test_a_continuous_archiver_restarts_its_query_when_the_schema_changes(base_u
     eids = publish(base_url, name, 5)
     log = tmp_path / "archiver.log"
     with open(log, "w") as output:
-        running = subprocess.Popen(
-            archiver(base_url, tmp_path, "--event-type", name, "--interval", "1",
-                     "--master", "local[1]"),
-            env=dict(os.environ, PYSPARK_PYTHON=sys.executable), stdout=subprocess.DEVNULL,
-            stderr=output, start_new_session=True)
+        running = start_archiver(archiver(base_url, tmp_path, "--event-type", name,
+                                          "--interval", "1", "--master", "local[1]"), output)
     lake = tmp_path / "lake"
     try:
         wait_until(lambda: len(lake_values(lake, name, "eid")) == 5, timeout=120,
@@ -319,11 +322,8 @@ def test_an_event_type_deleted_while_archived_ends_the_run_in_one_line(base_url,
     publish(base_url, name, 5)
     log = tmp_path / "archiver.log"
     with open(log, "w") as output:
-        running = subprocess.Popen(
-            archiver(base_url, tmp_path, "--event-type", name, "--interval", "1",
-                     "--master", "local[1]"),
-            env=dict(os.environ, PYSPARK_PYTHON=sys.executable), stdout=subprocess.DEVNULL,
-            stderr=output, start_new_session=True)
+        running = start_archiver(archiver(base_url, tmp_path, "--event-type", name,
+                                          "--interval", "1", "--master", "local[1]"), output)
     try:
         wait_until(lambda: len(lake_values(tmp_path / "lake", name, "eid")) == 5,
                    timeout=120, what="the events in the lake")
@@ -359,11 +359,9 @@ def test_an_event_type_recreated_while_archived_ends_the_run_without_its_events(
     old_eids, other_eids = publish(base_url, recreated, 20), publish(base_url, other, 5)
     log = tmp_path / "archiver.log"
     with open(log, "w") as output:
-        running = subprocess.Popen(
-            archiver(base_url, tmp_path, "--event-type", recreated, "--event-type", other,
-                     "--interval", "1", "--master", "local[1]"),
-            env=dict(os.environ, PYSPARK_PYTHON=sys.executable), stdout=subprocess.DEVNULL,
-            stderr=output, start_new_session=True)
+        running = start_archiver(archiver(
+            base_url, tmp_path, "--event-type", recreated, "--event-type", other,
+            "--interval", "1", "--master", "local[1]"), output)
     lake = tmp_path / "lake"
     try:
         wait_until(lambda: len(lake_values(lake, recreated, "eid")) == 20
