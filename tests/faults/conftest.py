@@ -36,14 +36,6 @@ class FaultStack:
     url: str
     gunicorn: subprocess.Popen
 
-    def sql(self, query: str) -> None:
-        conn = psycopg2.connect(self.env["NAKADI_DATABASE_URL"])
-        try:
-            with conn, conn.cursor() as cursor:
-                cursor.execute(query)
-        finally:
-            conn.close()
-
     def rows(self, query: str) -> list[tuple]:
         conn = psycopg2.connect(self.env["NAKADI_DATABASE_URL"])
         try:

@@ -14,6 +14,11 @@ ORDER_SCHEMA = {
 }
 
 
+ONE_PARTITION = {"messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
+                 "write_parallelism": 1}
+"""A ``default_statistic`` that gives an event type one partition."""
+
+
 def new_event_type(base_url: str, **overrides) -> str:
     """A business event type of order events (4 partitions unless overridden); its name."""
     body = {
@@ -57,8 +62,7 @@ def backlog_event_type(base_url: str, megabytes: int = 8) -> str:
     name = new_event_type(base_url, category="undefined", enrichment_strategies=[],
                           partition_strategy="random",
                           schema={"type": "json_schema", "schema": "{}"},
-                          default_statistic={"messages_per_minute": 1, "message_size": 1,
-                                             "read_parallelism": 1, "write_parallelism": 1})
+                          default_statistic=ONE_PARTITION)
     for _ in range(megabytes):
         response = post(base_url, name, [{"pad": "x" * 10_000}] * 100)
         assert response.status_code == 200, response.text

@@ -65,12 +65,10 @@ def compacted_event_type(base_url, pool) -> Iterator[tuple[str, dict[str, str]]]
     Its name and, per eid that stays, the offset the broker's stream gives it."""
     import requests
 
-    from tests.helpers.broker import business_event, new_event_type, post
+    from tests.helpers.broker import ONE_PARTITION, business_event, new_event_type, post
     from tests.helpers.storage import compact_postgres_now
 
-    name = new_event_type(base_url, cleanup_policy="compact", default_statistic={
-        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-        "write_parallelism": 1})
+    name = new_event_type(base_url, cleanup_policy="compact", default_statistic=ONE_PARTITION)
     for round_ in range(4):
         events = [business_event(round_ * 10 + k) for k in range(5)]
         for k, event in enumerate(events):

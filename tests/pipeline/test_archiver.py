@@ -20,7 +20,7 @@ import requests
 from pyspark.errors import StreamingQueryException
 
 from deploy.localstack import free_port
-from tests.helpers.broker import business_event, new_event_type, post
+from tests.helpers.broker import ONE_PARTITION, business_event, new_event_type, post
 from tests.helpers.waiting import wait_until
 from workers.pipeline import read_archive
 from workers.pipeline.archiver import arguments, event_types, follow_subscription, start_query
@@ -168,16 +168,12 @@ def test_a_compacted_event_type_is_archived_once_per_event_that_stays(
 
 def test_an_event_type_deleted_and_created_again_is_refused_with_its_checkpoint(
         base_url, tmp_path):
-    name = new_event_type(base_url, default_statistic={
-        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-        "write_parallelism": 1})
+    name = new_event_type(base_url, default_statistic=ONE_PARTITION)
     publish(base_url, name, 20)
     command = archiver(base_url, tmp_path, "--event-type", name, "--master", "local[1]")
     archive_once(command)
     assert requests.delete(f"{base_url}/event-types/{name}").status_code == 200
-    new_event_type(base_url, name=name, default_statistic={
-        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-        "write_parallelism": 1})
+    new_event_type(base_url, name=name, default_statistic=ONE_PARTITION)
     eids = publish(base_url, name, 30)
     # Its checkpoint's offset (…019) is one of the new event type's: a restart would
     # skip the new events before it.
@@ -194,9 +190,7 @@ def test_an_event_type_deleted_and_created_again_is_refused_with_its_checkpoint(
 
 def test_payload_dates_are_kept_and_undefined_events_are_dated_by_the_archiving_day(
         spark, base_url, tmp_path):
-    one_partition = {"messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-                     "write_parallelism": 1}
-    dated = new_event_type(base_url, default_statistic=one_partition, schema={
+    dated = new_event_type(base_url, default_statistic=ONE_PARTITION, schema={
         "type": "json_schema", "schema": json.dumps({"properties": {
             "n": {"type": "integer"}, "date": {"type": "string", "format": "date"}}})})
     events = [business_event(n, date=f"202{n}-01-02") for n in range(2)]
@@ -204,7 +198,7 @@ def test_payload_dates_are_kept_and_undefined_events_are_dated_by_the_archiving_
     # An undefined event type's metadata is a payload property like any other.
     undefined = new_event_type(
         base_url, category="undefined", enrichment_strategies=[],
-        default_statistic=one_partition, schema={"type": "json_schema", "schema": json.dumps(
+        default_statistic=ONE_PARTITION, schema={"type": "json_schema", "schema": json.dumps(
             {"properties": {"n": {"type": "integer"}, "metadata": {"type": "string"},
                             "DATE": {"type": "string"}}})})
     assert post(base_url, undefined, [{"n": n, "metadata": f"m{n}", "DATE": "someday"}
@@ -249,9 +243,7 @@ def lake_values(lake: Path, name: str, column: str) -> dict[str, object]:
 
 
 def test_a_continuous_archiver_restarts_its_query_when_the_schema_changes(base_url, tmp_path):
-    name = new_event_type(base_url, default_statistic={
-        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-        "write_parallelism": 1})
+    name = new_event_type(base_url, default_statistic=ONE_PARTITION)
     eids = publish(base_url, name, 5)
     log = tmp_path / "archiver.log"
     with open(log, "w") as output:
@@ -298,9 +290,7 @@ def assert_only_the_archivers_lines(stderr: str, checkpoint: Path) -> None:
 
 
 def test_a_batch_that_cannot_be_written_fails_the_run_in_one_line(base_url, tmp_path):
-    name = new_event_type(base_url, default_statistic={
-        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-        "write_parallelism": 1})
+    name = new_event_type(base_url, default_statistic=ONE_PARTITION)
     publish(base_url, name, 5)
     (tmp_path / "lake").mkdir()
     (tmp_path / "lake" / "_staging").write_text("not a directory")  # where batches are written
@@ -316,9 +306,7 @@ def test_a_batch_that_cannot_be_written_fails_the_run_in_one_line(base_url, tmp_
 
 
 def test_an_event_type_deleted_while_archived_ends_the_run_in_one_line(base_url, tmp_path):
-    name = new_event_type(base_url, default_statistic={
-        "messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-        "write_parallelism": 1})
+    name = new_event_type(base_url, default_statistic=ONE_PARTITION)
     publish(base_url, name, 5)
     log = tmp_path / "archiver.log"
     with open(log, "w") as output:
@@ -352,10 +340,8 @@ def test_a_directory_under_a_regular_file_is_one_line_and_exit_2(base_url, tmp_p
 
 def test_an_event_type_recreated_while_archived_ends_the_run_without_its_events(
         base_url, tmp_path):
-    one_partition = {"messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-                     "write_parallelism": 1}
-    recreated = new_event_type(base_url, default_statistic=one_partition)
-    other = new_event_type(base_url, default_statistic=one_partition)
+    recreated = new_event_type(base_url, default_statistic=ONE_PARTITION)
+    other = new_event_type(base_url, default_statistic=ONE_PARTITION)
     old_eids, other_eids = publish(base_url, recreated, 20), publish(base_url, other, 5)
     log = tmp_path / "archiver.log"
     with open(log, "w") as output:
@@ -368,7 +354,7 @@ def test_an_event_type_recreated_while_archived_ends_the_run_without_its_events(
                    and len(lake_values(lake, other, "eid")) == 5,
                    timeout=120, what="the events in the lake")
         assert requests.delete(f"{base_url}/event-types/{recreated}").status_code == 200
-        new_event_type(base_url, name=recreated, default_statistic=one_partition)
+        new_event_type(base_url, name=recreated, default_statistic=ONE_PARTITION)
         # The checkpoint's offset (…019) is one of these: going on from it would skip
         # the first 20 of them.
         publish(base_url, recreated, 30)
@@ -392,16 +378,14 @@ def test_an_event_type_recreated_while_archived_ends_the_run_without_its_events(
 
 def test_a_batch_read_after_its_event_type_was_recreated_stays_out_of_the_lake(
         spark, base_url, tmp_path):
-    one_partition = {"messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-                     "write_parallelism": 1}
-    name = new_event_type(base_url, default_statistic=one_partition)
+    name = new_event_type(base_url, default_statistic=ONE_PARTITION)
     old_eids = publish(base_url, name, 20)
     args = arguments(["--url", base_url, "--event-type", name, "--once", "--output",
                       str(tmp_path / "lake"), "--checkpoint", str(tmp_path / "checkpoint")])
     event_types(args, BrokerClient(base_url))  # as at start: keeps its created_at
     start_query(spark, args, name).awaitTermination()
     assert requests.delete(f"{base_url}/event-types/{name}").status_code == 200
-    new_event_type(base_url, name=name, default_statistic=one_partition)
+    new_event_type(base_url, name=name, default_statistic=ONE_PARTITION)
     publish(base_url, name, 30)
     # Recreated after the start's check: the query plans the new events after the
     # checkpoint's offset (…019), the batch is read and then refused.

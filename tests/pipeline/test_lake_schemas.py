@@ -16,14 +16,12 @@ from pyspark.sql.types import (
     StructType,
 )
 
-from tests.helpers.broker import business_event, new_event_type, post
+from tests.helpers.broker import ONE_PARTITION, business_event, new_event_type, post
 from tests.pipeline.test_archiver import archive_once, archiver
 from workers.pipeline import read_archive
 from workers.pipeline.lake import event_type_dir
 from workers.pipeline.schema_merge import common_type, merge_structs
 
-ONE_PARTITION = {"messages_per_minute": 1, "message_size": 1, "read_parallelism": 1,
-                 "write_parallelism": 1}
 BEFORE = {"properties": {
     "seq": {"type": "integer"},
     # No properties: a JSON-text string column (none mode refuses undeclared properties

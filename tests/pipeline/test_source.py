@@ -9,7 +9,7 @@ import pytest
 from pyspark.errors import AnalysisException
 
 from deploy.localstack import free_port
-from tests.helpers.broker import business_event, new_event_type, post, publish_to
+from tests.helpers.broker import ONE_PARTITION, business_event, new_event_type, post, publish_to
 from workers.pipeline.rows import derived_eid
 
 
@@ -101,8 +101,7 @@ def test_data_events_have_their_operation_type_and_data(spark, base_url):
 
 def test_undefined_events_get_ids_derived_from_their_position(spark, base_url):
     name = new_event_type(base_url, category="undefined", enrichment_strategies=[],
-                          default_statistic={"messages_per_minute": 1, "message_size": 1,
-                                             "read_parallelism": 1, "write_parallelism": 1})
+                          default_statistic=ONE_PARTITION)
     assert post(base_url, name, [{"order_number": "U-1"}, {"order_number": "U-2"}]).status_code \
         == 200
     rows = nakadi(spark, base_url, name).orderBy("offset").collect()

@@ -126,11 +126,12 @@ def check_identity(checkpoint: Path, name: str, definition: dict) -> None:
         return
     kept = checkpoint / "event-type-created-at"
     if kept.exists():
-        if kept.read_text().strip() != created:
+        archived = kept.read_text().strip()
+        if archived != created:
             raise EventTypeRecreated(name,
                 f"event type {name!r} was deleted and created again (now created at "
                 f"{created}, the checkpoint {checkpoint} is of the one created at "
-                f"{kept.read_text().strip()}); archive it with a new --checkpoint")
+                f"{archived}); archive it with a new --checkpoint")
         return
     checkpoint.mkdir(parents=True, exist_ok=True)
     temporary = checkpoint / "event-type-created-at.new"
