@@ -148,6 +148,74 @@ def ref_problems(schema: Mapping[str, Any]) -> list[str]:
     return problems
 
 
+def _same_value_children(
+    node: Mapping[str, Any], resolver: Resolver[Any]
+) -> list[tuple[Mapping[str, Any], Resolver[Any]]]:
+    """The schemas that `node` applies to the very value it checks: its `$ref`'s target
+    (draft 4 then ignores every other keyword), or its `allOf`, `anyOf`, `oneOf`, `not` and
+    schema `dependencies`."""
+    resolver = resolver.in_subresource(DRAFT4.create_resource(node))
+    ref = node.get("$ref")
+    if isinstance(ref, str):
+        target = resolver.lookup(ref)
+        return [(target.contents, target.resolver)] if isinstance(target.contents, dict) else []
+    children = [child for keyword in ("allOf", "anyOf", "oneOf")
+                if isinstance(node.get(keyword), list)
+                for child in node[keyword] if isinstance(child, dict)]
+    if isinstance(node.get("not"), dict):
+        children.append(node["not"])
+    if isinstance(node.get("dependencies"), dict):
+        children.extend(child for child in node["dependencies"].values()
+                        if isinstance(child, dict))
+    return [(child, resolver) for child in children]
+
+
+def _resolved_walk(
+    node: Mapping[str, Any], path: tuple[str | int, ...], resolver: Resolver[Any]
+) -> Iterator[tuple[tuple[str | int, ...], Mapping[str, Any], Resolver[Any]]]:
+    """`walk`, with the resolver each schema's `$ref` is looked up from (before its own `id`)."""
+    yield path, node, resolver
+    inner = resolver.in_subresource(DRAFT4.create_resource(node))
+    for relative, child in subschemas(node):
+        yield from _resolved_walk(child, path + relative, inner)
+
+
+def ref_cycle(schema: Mapping[str, Any]) -> str | None:
+    """Why validating against `schema` could never end, or None: a `$ref` that leads back to a
+    schema it was reached from without a step into a property or an item, such as
+    `{"definitions": {"a": {"$ref": "#/definitions/a"}}}`. Call it once `ref_problems` finds
+    nothing. Tree-shaped schemas, whose `$ref` sits under `properties` or `items`, are fine:
+    each turn goes one level into the event."""
+    nodes = list(_resolved_walk(schema, (), resolver_for(schema)))
+    paths = {id(node): path for path, node, _ in nodes}
+    done: set[int] = set()
+    for _, start, resolver in nodes:
+        if id(start) in done:
+            continue
+        # Depth first, without recursion: a chain of `$ref`s may be long.
+        on_path = {id(start)}
+        stack = [(start, iter(_same_value_children(start, resolver)))]
+        while stack:
+            node, children = stack[-1]
+            step = next(children, None)
+            if step is None:
+                stack.pop()
+                on_path.discard(id(node))
+                done.add(id(node))
+                continue
+            child, child_resolver = step
+            if id(child) in on_path:
+                where = paths.get(id(child))
+                named = f"the schema at {pointer(list(where))}" if where is not None \
+                    else "a schema"
+                return (f"{named} refers back to itself through $ref without going into a "
+                        "property or an item, so validating an event against it would never end")
+            elif id(child) not in done:
+                on_path.add(id(child))
+                stack.append((child, iter(_same_value_children(child, child_resolver))))
+    return None
+
+
 def _target_problem(ref: str, where: str, resolver: Resolver[Any]) -> list[str]:
     try:
         target = resolver.lookup(ref).contents

@@ -18,6 +18,7 @@ from app.registry.json_schema import (
     meta_schema_problem,
     parse_schema_text,
     pointer,
+    ref_cycle,
     ref_problems,
     walk,
 )
@@ -212,6 +213,9 @@ def _schema(event_type: EventType, settings: RegistrySettings) -> list[FieldErro
     if problem is not None:
         return [FieldError(field, problem)]
     errors = [FieldError(field, problem) for problem in ref_problems(schema)]
+    cycle = None if errors else ref_cycle(schema)
+    if cycle is not None:
+        errors.append(FieldError(field, cycle))
     if schema.get("type", "object") != "object":
         errors.append(
             FieldError(field, "the top-level type must be object (events are JSON objects)")

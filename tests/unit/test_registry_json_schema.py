@@ -8,6 +8,7 @@ from app.registry.json_schema import (
     meta_schema_problem,
     parse_schema_text,
     pointer,
+    ref_cycle,
     ref_problems,
     walk,
 )
@@ -126,6 +127,64 @@ def test_refs_resolve_against_the_root_id():
         },
         "x.z",
     )
+
+
+TREE = {
+    "definitions": {
+        "node": {
+            "properties": {"children": {"type": "array", "items": {"$ref": "#/definitions/node"}},
+                           "parent": {"$ref": "#/definitions/node"}},
+        }
+    },
+    "properties": {"root": {"$ref": "#/definitions/node"}, "self": {"$ref": "#"}},
+}
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        TREE,
+        # Shared but not circular: every chain of references ends.
+        {"definitions": {"a": {"allOf": [{"$ref": "#/definitions/b"}, {"$ref": "#/definitions/b"}]},
+                         "b": {"anyOf": [{"type": "string"}, {"type": "integer"}]}},
+         "properties": {"x": {"$ref": "#/definitions/a"}, "y": {"$ref": "#/definitions/a"}}},
+        # Draft 4 ignores what is beside a $ref, so this allOf is never reached.
+        {"definitions": {"a": {"$ref": "#/definitions/b", "allOf": [{"$ref": "#/definitions/a"}]},
+                         "b": {"type": "string"}},
+         "properties": {"x": {"$ref": "#/definitions/a"}}},
+    ],
+)
+def test_references_that_go_into_the_event_or_end_are_no_cycle(schema):
+    assert ref_cycle(schema) is None
+
+
+@pytest.mark.parametrize(
+    ("schema", "where"),
+    [
+        ({"definitions": {"a": {"$ref": "#/definitions/a"}},
+          "properties": {"x": {"$ref": "#/definitions/a"}}}, "#/definitions/a"),
+        ({"$ref": "#"}, "#"),
+        ({"allOf": [{"$ref": "#"}]}, "#"),
+        ({"properties": {"x": {"anyOf": [{"type": "string"}, {"$ref": "#/properties/x"}]}}},
+         "#/properties/x"),
+        ({"definitions": {"a": {"not": {"$ref": "#/definitions/b"}},
+                          "b": {"oneOf": [{"$ref": "#/definitions/a"}]}}},
+         "#/definitions/a"),
+        ({"dependencies": {"x": {"$ref": "#"}}}, "#"),
+        # A long chain that closes: found without recursing once per link.
+        ({"definitions": {**{f"d{i}": {"$ref": f"#/definitions/d{i + 1}"} for i in range(5000)},
+                          "d5000": {"$ref": "#/definitions/d0"}}}, "#/definitions/d"),
+        # Inside an id's scope, "#" is the scope's root.
+        ({"properties": {"inner": {"id": "urn:example:inner", "allOf": [{"$ref": "#"}]}}},
+         "#/properties/inner"),
+    ],
+)
+def test_references_that_lead_back_without_going_into_the_event_are_a_cycle(schema, where):
+    assert ref_problems(schema) == []
+    problem = ref_cycle(schema)
+    assert problem is not None
+    assert f"the schema at {where}" in problem
+    assert "would never end" in problem
 
 
 def test_refs_that_do_not_resolve_are_listed():

@@ -178,6 +178,12 @@ CASES = [
         "$ref '#/definitions/nope' at #/properties/a does not resolve",
     ),
     (
+        business_body(schema=schema_of({"definitions": {"a": {"$ref": "#/definitions/a"}},
+                                        "properties": {"a": {"$ref": "#/definitions/a"}}})),
+        "schema.schema",
+        "the schema at #/definitions/a refers back to itself through $ref",
+    ),
+    (
         business_body(
             schema=schema_of({"properties": {"a": {"$ref": "https://example.com/a.json"}}})
         ),
