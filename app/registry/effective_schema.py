@@ -52,8 +52,10 @@ MAX_BRANCH_NAMES = 20_000
 _COMPOSED_PREFIX = "nakadi-composed-"
 
 
-def metadata_schema(event_type_name: str, cleanup_policy: str) -> dict[str, Any]:
-    """The `metadata` object of business and data events (the spec's EventMetadata)."""
+def metadata_schema(event_type_name: str, cleanup_policy: str, strict: bool) -> dict[str, Any]:
+    """The `metadata` object of business and data events (the spec's EventMetadata). In the
+    strict modes it takes no field that EventMetadata does not declare, as every object of
+    the event; `forward` accepts them, as it accepts undeclared properties elsewhere."""
     required = ["eid", "occurred_at"]
     # The spec's partition_compaction_key: "Required when 'cleanup_policy' of event type is
     # set to 'compact'. Must be absent otherwise." Nakadi refuses an empty one. An annotation
@@ -78,6 +80,7 @@ def metadata_schema(event_type_name: str, cleanup_policy: str) -> dict[str, Any]
             "span_ctx": {"type": "object", "additionalProperties": {"type": "string"}},
         },
         "required": required,
+        **({"additionalProperties": False} if strict else {}),
     }
 
 
@@ -346,7 +349,7 @@ def effective_schema(
         custom = _Strict(custom).root(custom, accepted)
     if category == "undefined":
         return custom
-    metadata = metadata_schema(event_type.name, event_type.cleanup_policy)
+    metadata = metadata_schema(event_type.name, event_type.cleanup_policy, strict)
     if category == "business":
         properties = dict(custom.get("properties") or {})
         properties["metadata"] = metadata

@@ -204,12 +204,22 @@ def test_compatible_and_none_modes_accept_no_undeclared_properties(category, mod
     if category != "undefined":
         envelope = {**event, "metadata": {**METADATA, "span_ctx": {"trace": "1"}}}
         assert error_for(et, envelope) is None
+        # The spec's EventMetadata is the whole of metadata in these modes, as in Nakadi.
+        typo = {**event, "metadata": {**METADATA, "occured_at": "2024-01-01T00:00:00Z"}}
+        assert error_for(et, typo) == ("#/metadata: Additional properties are not allowed "
+                                       "('occured_at' was unexpected)")
 
 
 @pytest.mark.parametrize("category", ["business", "data", "undefined"])
 def test_forward_mode_accepts_undeclared_properties(category):
     schema = json.dumps(effective_schema(event_type(category, mode="forward")))
     assert 'additionalProperties": false' not in schema
+    if category != "undefined":
+        event = {"order_number": "1", "metadata": {**METADATA, "trace": "t"}}
+        if category == "data":
+            event = {"metadata": event.pop("metadata"), "data_type": "o", "data_op": "C",
+                     "data": event}
+        assert error_for(event_type(category, mode="forward"), event) is None
 
 
 def test_none_mode_keeps_what_the_schema_states_about_undeclared_properties():
