@@ -2,7 +2,7 @@
 
 Each step runs over the whole batch before the next begins. A step that
 fails for any event rejects the batch (422): the failing events are
-``failed`` with that step and a detail, the others ``aborted``, and nothing is
+``failed`` with that step and a detail, the others ``aborted`` (saying so), and nothing is
 written; so does an event too deep to be stored (``publishing``). Storage
 failures affect only the partitions they hit (207).
 """
@@ -73,6 +73,10 @@ def _run_step(items: list[Item], step: str,
         if detail is not None:
             item.status, item.detail, failed = "failed", detail, True
     if failed:
+        # The spec: "Items that are not "submitted" should have a description."
+        for item in items:
+            if item.status == "aborted":
+                item.detail = f"not published: another event of the batch failed at {step}"
         raise BatchRejected(items)
 
 

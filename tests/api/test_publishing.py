@@ -100,10 +100,11 @@ def test_invalid_event_rejects_the_batch_with_exact_items(base_url, pool, event_
     assert response.status_code == 422
     assert response.headers["Content-Type"] == "application/json"
     items = response.json()
+    aborted = "not published: another event of the batch failed at validating"
     assert items[0] == {"eid": good["metadata"]["eid"], "publishing_status": "aborted",
-                        "step": "validating"}
+                        "step": "validating", "detail": aborted}
     assert items[2] == {"eid": also_good["metadata"]["eid"], "publishing_status": "aborted",
-                        "step": "validating"}
+                        "step": "validating", "detail": aborted}
     assert items[1]["eid"] == bad["metadata"]["eid"]
     assert (items[1]["publishing_status"], items[1]["step"]) == ("failed", "validating")
     assert items[1]["detail"].startswith("#")
@@ -162,7 +163,8 @@ def test_enrichment_refuses_producer_set_fields(base_url, pool, event_types):
     assert response.status_code == 422
     items = response.json()
     assert items[0] == {"eid": fine["metadata"]["eid"], "publishing_status": "aborted",
-                        "step": "enriching"}
+                        "step": "enriching",
+                        "detail": "not published: another event of the batch failed at enriching"}
     assert (items[1]["publishing_status"], items[1]["step"]) == ("failed", "enriching")
     assert "received_at" in items[1]["detail"]
     assert all_stored(pool, name) == []
@@ -221,7 +223,8 @@ def test_event_size_limit_is_999000_bytes_as_sent(base_url, pool, event_types):
     response = requests.post(url, data=over, headers=headers)
     assert response.status_code == 422
     items = response.json()
-    assert items[0] == {"publishing_status": "aborted", "step": "validating"}
+    assert items[0] == {"publishing_status": "aborted", "step": "validating",
+                        "detail": "not published: another event of the batch failed at validating"}
     assert items[1]["publishing_status"] == "failed"
     assert "999001 bytes" in items[1]["detail"]
     assert len(all_stored(pool, name)) == 2
