@@ -25,7 +25,7 @@ from app.problems import Problem
 from app.security.guard import (
     needs_scope,
     require_subscription_reader,
-    subscription_reader_still_allowed,
+    subscription_reader_refusal,
 )
 from app.security.scopes import Scope
 from app.services import services
@@ -138,7 +138,7 @@ def _stream(subscription: Subscription, source: Mapping[str, str],
                         subscription=subscription.id)
     stream = SubscriptionStream(subscription, partitions, state, engine_for, params,
                                 request.environ.get("gunicorn.socket"),
-                                still_allowed=subscription_reader_still_allowed(subscription),
+                                refusal=subscription_reader_refusal(subscription),
                                 on_batch=meter.batch, switch_watch=current.switch_watch)
     try:
         try:

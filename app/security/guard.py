@@ -16,9 +16,10 @@ from typing import TypeVar
 from flask import Flask, Response
 
 from app.current import current_globals, current_request
-from app.domain.event_type import EventType
+from app.domain.event_type import AuthorizationAttribute, EventType
 from app.domain.security import AdminPermission, Feature
 from app.domain.subscription import Subscription
+from app.domain.timeline import Timelines
 from app.monitoring.kpi_event_types import KPI_EVENT_TYPES
 from app.problems import Problem, problem_response
 from app.security.authentication import AuthenticationUnavailable, Unauthenticated
@@ -206,65 +207,88 @@ def feature_enabled(feature: Feature) -> bool:
     return current_policy().settings.is_enabled(feature)
 
 
-def _at_most_every(interval_s: float, check: Callable[[], bool]) -> Callable[[], bool]:
-    """``check``, asked again only once ``interval_s`` passed since it was last asked;
-    once False it stays False."""
-    asked_at, allowed = float("-inf"), True
+Refusal = Callable[[], "str | None"]
+"""Asked while a stream runs: why it must end now, or None while its reader may go on."""
 
-    def throttled() -> bool:
-        nonlocal asked_at, allowed
+
+def _at_most_every(interval_s: float, check: Refusal) -> Refusal:
+    """``check``, asked again only once ``interval_s`` passed since it was last asked;
+    once it gives a reason it keeps giving it."""
+    asked_at, reason = float("-inf"), None
+
+    def throttled() -> str | None:
+        nonlocal asked_at, reason
         now = time.monotonic()
-        if allowed and now - asked_at >= interval_s:
-            asked_at, allowed = now, check()
-        return allowed
+        if reason is None and now - asked_at >= interval_s:
+            asked_at, reason = now, check()
+        return reason
     return throttled
 
 
 def consumer_still_allowed(event_types: Sequence[str]) -> Callable[[], bool]:
     """For an open stream, checked while it runs (at most every STREAM_CHECK_INTERVAL_S):
-    whether its event types all still exist and the caller still reads them without
-    being blacklisted. It runs outside the request, so it keeps what it needs of it."""
-    return _at_most_every(STREAM_CHECK_INTERVAL_S, _consumer_check(event_types))
+    whether its event types all still exist, with the readers they had when it opened,
+    and the caller still reads them without being blacklisted. It runs outside the
+    request, so it keeps what it needs of it."""
+    refusal = _at_most_every(STREAM_CHECK_INTERVAL_S, _consumer_refusal(event_types))
+    return lambda: refusal() is None
 
 
-def subscription_reader_still_allowed(subscription: Subscription) -> Callable[[], bool]:
-    """``consumer_still_allowed`` for a subscription stream, which also needs its reader
-    to stay one of the subscription's readers (from the subscription cache, which hears
-    of every change of its authorization, every SUBSCRIPTION_CHECK_INTERVAL_S)."""
+def subscription_reader_refusal(subscription: Subscription) -> Refusal:
+    """``consumer_still_allowed`` for a subscription stream, saying why it ends; its reader
+    must also stay one of the subscription's readers (from the subscription cache, which
+    hears of every change of its authorization, every SUBSCRIPTION_CHECK_INTERVAL_S)."""
     current, subject = services(), current_subject()
-    consumer = _consumer_check(subscription.event_types)
+    consumer = _consumer_refusal(subscription.event_types)
 
-    def subscription_reader() -> bool:
+    def subscription_reader() -> str | None:
         stored = current.subscriptions.get(subscription.id)
         if stored is None:
-            return True  # a deleted subscription ends its streams by itself
+            return None  # a deleted subscription ends its streams by itself
         decision = current.security.policy(subject).subscription(
             stored.id, stored.authorization, Operation.READ)
-        if not decision:
-            log.info("closing a stream of subscription %s: %s", stored.id, decision.reason)
-        return bool(decision)
+        if decision:
+            return None
+        log.info("closing a stream of subscription %s: %s", stored.id, decision.reason)
+        return "the reader is no longer allowed to read this subscription"
 
     reader = _at_most_every(SUBSCRIPTION_CHECK_INTERVAL_S, subscription_reader)
-    return _at_most_every(STREAM_CHECK_INTERVAL_S, lambda: consumer() and reader())
+    return _at_most_every(STREAM_CHECK_INTERVAL_S, lambda: consumer() or reader())
 
 
-def _consumer_check(event_types: Sequence[str]) -> Callable[[], bool]:
+def _readers(entry: tuple[EventType, Timelines] | None
+             ) -> tuple[AuthorizationAttribute, ...] | None:
+    authorization = entry[0].authorization if entry is not None else None
+    return authorization.readers if authorization is not None else None
+
+
+def _consumer_refusal(event_types: Sequence[str]) -> Refusal:
     current, subject = services(), current_subject()
+    # The spec: "If the update changes the list of readers, then all consumers will be
+    # disconnected"; they reconnect if they still may.
+    opened_with = {name: _readers(current.event_types.get(name)) for name in event_types}
 
-    def still_allowed() -> bool:
-        found = [current.event_types.get(name) for name in event_types]
-        if any(entry is None for entry in found):
-            return False
+    def refusal() -> str | None:
+        found = {name: current.event_types.get(name) for name in event_types}
+        gone = next((name for name, entry in found.items() if entry is None), None)
+        if gone is not None:
+            return f"the event type {gone} was deleted"
+        changed = next((name for name, entry in found.items()
+                        if _readers(entry) != opened_with[name]), None)
+        if changed is not None:
+            log.info("closing the stream of %s: the readers of %s changed",
+                     ", ".join(event_types), changed)
+            return f"the readers of the event type {changed} changed: reconnect"
         try:
             policy = current.security.policy(subject)
         except SettingsUnavailable:
-            return True  # nothing was ever read: keep the rights the stream opened with
+            return None  # nothing was ever read: keep the rights the stream opened with
         decisions = [policy.event_type(entry[0].name, entry[0].authorization, Operation.READ)
-                     for entry in found if entry is not None]
+                     for entry in found.values() if entry is not None]
         decisions.append(policy.may_consume(event_types))
         refused = next((decision for decision in decisions if not decision), None)
-        if refused is not None:
-            log.info("closing the stream of %s: %s", ", ".join(event_types), refused.reason)
-            return False
-        return True
-    return still_allowed
+        if refused is None:
+            return None
+        log.info("closing the stream of %s: %s", ", ".join(event_types), refused.reason)
+        return "the reader is no longer allowed to read its event types"
+    return refusal

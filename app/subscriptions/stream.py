@@ -74,7 +74,7 @@ class SubscriptionStream:
                  state: SubscriptionState, engine_for: Callable[[str], StorageEngine],
                  params: SubscriptionStreamParams, connection: socket.socket | None = None,
                  clock: Callable[[], float] = time.monotonic,
-                 still_allowed: Callable[[], bool] = lambda: True,
+                 refusal: Callable[[], str | None] = lambda: None,
                  on_batch: Callable[[str, int, int], None] = lambda *_: None,
                  switch_watch: Callable[[str], SwitchWatch] | None = None) -> None:
         self.id = str(uuid.uuid4())
@@ -86,7 +86,7 @@ class SubscriptionStream:
         self._params = params
         self._connection = connection
         self._clock = clock
-        self._still_allowed = still_allowed  # the reader's rights, re-checked while streaming
+        self._reader_refusal = refusal  # the reader's rights, re-checked while streaming
         self._session = Session(self.id, params.requested)
         self._wake = gevent.event.Event()
         self._readers = PartitionReaders(partitions, engine_for, self._wake,
@@ -233,8 +233,9 @@ class SubscriptionStream:
             return "the server is shutting down", False
         if client_gone(self._connection):
             return CLIENT_LEFT, False
-        if not self._still_allowed():
-            return "the reader is no longer allowed to read this subscription", False
+        refused = self._reader_refusal()
+        if refused is not None:
+            return refused, False
         if self._commits.timed_out(now):
             return "commit_timeout reached: no commit came for the events sent", False
         if now >= self._ends_at:

@@ -158,6 +158,39 @@ def test_a_stream_whose_reader_loses_permission_is_closed(secure_url, protected_
                what="the reader refused on every worker")
 
 
+def keep_alives_until_closed(url: str, change: dict) -> list[dict]:
+    """The lines of app's stream (12 s stream_timeout, a keep-alive a second) opened
+    before alice PUTs ``change`` as the event type's authorization, and after it for at
+    most ~12 s."""
+    with requests.get(url + "/events", headers=auth("app"), stream=True, timeout=30,
+                      params={"stream_timeout": "12", "batch_flush_timeout": "1"}) as stream:
+        assert stream.status_code == 200
+        assert requests.put(url, headers=auth("alice"),
+                            json=event_type_body(url.rsplit("/", 1)[1], change)
+                            ).status_code == 200
+        return [json.loads(line) for line in stream.iter_lines()]
+
+
+def test_a_change_of_readers_closes_the_streams_of_readers_who_stay(
+        secure_url, protected_event_types):
+    """The spec: "If the update changes the list of readers, then all consumers will be
+    disconnected. It is expected that they will try to reconnect, which will only work for
+    those that are still authorized." app stays a reader, so it may reconnect."""
+    name = protected_event_types()
+    url = f"{secure_url}/event-types/{name}"
+    more = {**PROTECTED, "readers": [*PROTECTED["readers"],
+                                     {"data_type": "user", "value": "bob"}]}
+    assert len(keep_alives_until_closed(url, more)) < 8
+    assert not stream_refused(url + "/events", auth("app"))
+
+
+def test_a_change_that_keeps_the_readers_keeps_the_streams(secure_url, protected_event_types):
+    name = protected_event_types()
+    url = f"{secure_url}/event-types/{name}"
+    other_writers = {**PROTECTED, "writers": [{"data_type": "user", "value": "bob"}]}
+    assert len(keep_alives_until_closed(url, other_writers)) >= 10
+
+
 def test_the_stream_check_applies_to_every_worker(secure_url, protected_event_types):
     """Both workers serve requests: each one hears of the change."""
     name = protected_event_types()

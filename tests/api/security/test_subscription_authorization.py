@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from tests.api.conftest import assert_problem
-from tests.api.security.conftest import EVERYONE, auth
+from tests.api.security.conftest import EVERYONE, auth, event_type_body
 from tests.helpers.waiting import wait_until
 
 SECTION = {"admins": [{"data_type": "user", "value": "alice"}],
@@ -242,6 +242,28 @@ def test_a_subscription_stream_closes_when_its_reader_loses_permission(
     # A keep-alive a second: it ended long before its 60 s stream_timeout.
     assert len(lines) < 30
     assert stream_status(secure_url, subscription_id, auth("app")) == 403
+
+
+def test_a_subscription_stream_closes_when_its_event_types_readers_change(
+        secure_url, protected_subscription):
+    """The spec: a change of an event type's readers disconnects all its consumers; app
+    stays a reader, so it reconnects, and the last line says why the stream ended."""
+    subscription_id = protected_subscription()
+    name = requests.get(f"{secure_url}/subscriptions/{subscription_id}",
+                        headers=auth("root")).json()["event_types"][0]
+    readers = SECTION["readers"] + SECTION["admins"] + [{"data_type": "user", "value": "bob"}]
+    with open_stream(secure_url, subscription_id, auth("app")) as stream:
+        assert stream.status_code == 200
+        response = requests.put(f"{secure_url}/event-types/{name}", headers=auth("alice"),
+                                json=event_type_body(name, {
+                                    "admins": SECTION["admins"], "readers": readers,
+                                    "writers": [{"data_type": "user", "value": "alice"}]}))
+        assert response.status_code == 200, response.text
+        lines = [json.loads(line) for line in stream.iter_lines()]
+    assert len(lines) < 30
+    assert lines[-1]["info"]["debug"] == (f"Stream closed: the readers of the event type {name} "
+                                          "changed: reconnect")
+    assert stream_status(secure_url, subscription_id, auth("app")) == 200
 
 
 def test_a_blacklisted_consumer_subscription_stream_closes(secure_url, protected_subscription):
