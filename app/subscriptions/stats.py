@@ -4,6 +4,7 @@ and how far behind the committed offset is."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,7 +16,7 @@ from app.domain.topology import PartitionAssignment, PartitionKey, Session, Topo
 from app.storage.across_timelines import EngineFor, read_after
 from app.storage.engine import StorageError
 from app.subscriptions.cursors import Bounds
-from app.subscriptions.partitions import SubscriptionPartitions
+from app.subscriptions.partitions import SubscriptionPartitions, starting_offsets
 
 log = logging.getLogger(__name__)
 
@@ -26,8 +27,13 @@ def subscription_stats(subscription: Subscription, partitions: SubscriptionParti
                        ) -> list[dict[str, Any]]:
     """``SubscriptionEventTypeStats`` items, event types in the subscription's order."""
     sessions, topology = _assignments(state)
-    offsets = state.committed_many(partitions.partition_keys()) \
-        if state.offsets_initialized() else None
+    offsets: Mapping[PartitionKey, str | None] | None = None
+    if state.offsets_initialized():
+        offsets = state.committed_many(partitions.partition_keys())
+    elif subscription.read_from == "cursors":
+        # Never streamed. The spec lets the figure be absent then only for `begin` and
+        # `end`; the initial cursors tell where the first stream will start.
+        offsets = starting_offsets(subscription, partitions, bounds)
     items = []
     for event_type in subscription.event_types:
         stats = []

@@ -253,3 +253,23 @@ def test_stats_of_a_subscription_never_streamed(base_url, event_types, subscript
         {"partition": "0", "state": "unassigned"}]}]}
     bad = requests.get(f"{base_url}/subscriptions/{sid}/stats", params={"show_time_lag": "x"})
     assert_problem(bad, 400)
+
+
+def test_stats_of_a_subscription_from_cursors_never_streamed_count_from_them(
+        base_url, event_types, subscriptions):
+    """The spec lets `unconsumed_events` be absent before the first stream only "In case of
+    `read_from` is `BEGIN` or `END`": initial cursors say where that stream will start."""
+    name = event_types(3)
+    for partition in (0, 1, 2):
+        publish_numbered(base_url, name, partition, 0, 4)
+    sid = subscribe(subscriptions, [name], read_from="cursors", initial_cursors=[
+        cursor(name, "0", "001-0001-000000000000000001"), cursor(name, "1", "begin"),
+        cursor(name, "2", "001-0001-000000000000000003")])
+    response = requests.get(f"{base_url}/subscriptions/{sid}/stats",
+                            params={"show_time_lag": "true"})
+    partitions = response.json()["items"][0]["partitions"]
+    assert [(p["partition"], p["unconsumed_events"]) for p in partitions] == [
+        ("0", 2), ("1", 4), ("2", 0)]
+    assert partitions[2]["consumer_lag_seconds"] == 0
+    assert all(p["state"] == "unassigned" for p in partitions)
+    assert committed(base_url, sid) == {}  # asking changed nothing
