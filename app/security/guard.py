@@ -67,8 +67,11 @@ def install_authentication(app: Flask) -> None:
         context, asked = current_globals(), current_request()
         context.subject = None
         security: Security = services().security
-        rule = asked.url_rule  # the route, however the path was spelled ("/health/")
-        if security.authenticator is None or (rule is not None and rule.rule in OPEN_PATHS):
+        # The route, however the path was spelled ("/health/"); without one (a method the
+        # route does not take) the path, so that its answer is the 405, as with a token.
+        rule = asked.url_rule
+        path = rule.rule if rule is not None else asked.path.rstrip("/")
+        if security.authenticator is None or path in OPEN_PATHS:
             return None
         try:
             subject = security.authenticator.subject(asked.headers.get("Authorization"))

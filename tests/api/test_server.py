@@ -68,6 +68,9 @@ def test_flow_id_is_echoed_or_generated(base_url):
     first = requests.get(base_url + "/health").headers["X-Flow-Id"]
     second = requests.get(base_url + "/no/such/thing").headers["X-Flow-Id"]
     assert len(first) >= 16 and len(second) >= 16 and first != second
+    long = "f" * 200 + "g" * 100
+    cut = requests.get(base_url + "/health", headers={"X-Flow-Id": long}).headers["X-Flow-Id"]
+    assert cut == long[:255]
 
 
 def wait_for_exit(process: subprocess.Popen, seconds: float) -> tuple[int, str]:

@@ -26,6 +26,9 @@ def test_without_a_token_every_endpoint_but_health_is_a_401_with_a_challenge(sec
     assert requests.get(secure_url + "/health").status_code == 200
     assert requests.get(secure_url + "/health/").status_code == 200
     assert requests.get(secure_url + "/health/live").json() == {"status": "OK"}
+    # A method the open paths do not take is the 405 it is with a token.
+    for path in ("/health", "/health/", "/health/live"):
+        assert_problem(requests.post(secure_url + path), 405)
 
 
 def test_a_valid_token_is_accepted(secure_url, token_info):
