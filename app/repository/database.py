@@ -103,9 +103,9 @@ class ConnectionPool:
     """A bounded pool of connections to one database, safe to share between greenlets.
 
     Once a wait for the server ran out (``NoAnswer``: it hangs), the pool refuses at
-    once until a probe gets an answer again: otherwise every request of a hang that
-    lasts waited out the timeout again (5-12 s each, for as long as it lasted) while
-    ``/health`` had said within a second that PostgreSQL was down.
+    once until a probe, or the LISTEN connection, gets an answer again: otherwise every
+    request of a hang that lasts waited out the timeout again (5-12 s each, for as long
+    as it lasted) while ``/health`` had said within a second that PostgreSQL was down.
     """
 
     def __init__(self, dsn: str, max_size: int, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
@@ -122,7 +122,7 @@ class ConnectionPool:
         (outside the pool and its ``max_size``)."""
         from app.repository.notifications import Notifications  # it connects through here
 
-        return Notifications(self.dsn, self.timeout_s)
+        return Notifications(self.dsn, self.timeout_s, on_answer=self.answered)
 
     @contextmanager
     def connection(self) -> Iterator[psycopg2.extensions.connection]:
@@ -206,6 +206,15 @@ class ConnectionPool:
         with self.statement() as cursor:
             cursor.execute(query, params)
             return cursor.rowcount
+
+    def answered(self) -> None:
+        """The server answered on a connection of its own (the LISTEN one): it no longer
+        hangs. Without this, a notification that arrives as a hung server resumes (a
+        statement sent during the hang, done now) woke the streams into reads that the
+        pool refused for the few milliseconds its probe still took, ending them all."""
+        if self._prober is not None:
+            self._prober.kill(block=False)
+            self._prober = None
 
     def _hanging(self) -> bool:
         """Whether the server hangs (a probe that died of something unforeseen does not

@@ -67,9 +67,12 @@ class Listener:
 class Notifications:
     """The LISTEN connection to one database, for every channel of this process."""
 
-    def __init__(self, dsn: str, timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(self, dsn: str, timeout_s: float = DEFAULT_TIMEOUT_S,
+                 on_answer: Callable[[], None] = lambda: None) -> None:
         self._dsn = dsn
         self._timeout_s = timeout_s
+        # Called whenever the server answered on this connection (it must not wait).
+        self._on_answer = on_answer
         self._listeners: dict[str, list[Listener]] = {}
         self._connection: psycopg2.extensions.connection | None = None
         self._listened: set[str] = set()  # channels LISTENed on the connection now
@@ -139,10 +142,13 @@ class Notifications:
                         self._listen(connection, list(self._listeners))
                         self._connection = connection
                     self._settled.set()
+                    self._on_answer()
                     while True:
                         first_ready([connection], [], None)
                         with self._using:
                             connection.poll()
+                            if connection.notifies:
+                                self._on_answer()
                             self._deliver(connection)
                 finally:
                     self._connection = None

@@ -13,13 +13,18 @@ and that publishing recovers, not durability across the broker's restart.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
+import pytest
 import requests
 from confluent_kafka.admin import AdminClient
 
@@ -381,6 +386,54 @@ def test_publishing_to_kafka_goes_on_quickly_while_postgresql_hangs(faults: Faul
     assert len(slow) <= 2, f"{len(slow)} of {len(answers)} publishes took over 1 s: {slow}"
 
 
+def test_streams_open_through_a_postgresql_hang_go_on_once_it_resumes(faults: FaultStack):
+    """While PostgreSQL hangs, open streams wait, sending keep-alives. A publish sent
+    during the hang is done by the server once it resumes, and its notification woke the
+    streams into reads that the pool still refused (it had seen the hang, and its probe
+    takes a few milliseconds more): every stream on such a worker ended with "PostgreSQL
+    hangs" at the moment the outage was over (measured: in 2 of 3 runs before 2026-11-29)."""
+    name = new_fault_event_type(faults.url, PARTITIONS)
+    published = requests.post(f"{faults.url}/event-types/{name}/events",
+                              json=[business_event()], timeout=CLIENT_TIMEOUT_S)
+    assert published.status_code == 200
+    streams = [requests.get(f"{faults.url}/event-types/{name}/events", stream=True,
+                            params={"batch_flush_timeout": "1", "stream_timeout": "60"},
+                            timeout=CLIENT_TIMEOUT_S) for _ in range(3)]  # the most allowed
+    assert [stream.status_code for stream in streams] == [200] * 3
+    lines: list[list[dict]] = [[] for _ in streams]
+
+    def read(stream: requests.Response, into: list[dict]) -> None:
+        # Until the stream ends or fails, or the test closes it under the thread.
+        with contextlib.suppress(Exception):
+            into.extend(json.loads(line) for line in stream.iter_lines() if line)
+
+    readers = [threading.Thread(target=read, args=pair, daemon=True)
+               for pair in zip(streams, lines, strict=True)]
+    for reader in readers:
+        reader.start()
+    wait_until(lambda: all(lines), 10, what="the first lines of every stream")
+
+    def publish() -> int:  # on a new connection each: both workers see the hang
+        # A publish makes at most two waits that run out (test_postgresql_frozen).
+        return requests.post(f"{faults.url}/event-types/{name}/events",
+                             json=[business_event()], timeout=30).status_code
+
+    with faults.frozen("postgres"), ThreadPoolExecutor(8) as pool:
+        statuses = list(pool.map(lambda _: publish(), range(8)))
+    assert set(statuses) == {503}
+    time.sleep(2)  # what the resumed server did reaches the streams
+    assert all(reader.is_alive() for reader in readers), \
+        [stream_lines[-1] for stream_lines in lines]
+    wait_until(lambda: publish() == 200, 10, what="publishing again")
+    wait_until(lambda: all(any("events" in line for line in stream_lines)
+                           for stream_lines in lines), 10,
+               what="events in every stream (they start at the end) after the hang")
+    for stream in streams:
+        stream.close()
+    for reader in readers:
+        reader.join(5)
+
+
 def test_concurrent_publishes_while_postgresql_hangs_fail_together_and_never_twice(
         faults: FaultStack):
     """A statement that several publishes share, sent before PostgreSQL hung, may run
@@ -453,34 +506,41 @@ def test_while_postgresql_hangs_requests_after_the_first_wait_are_refused_at_onc
           f" publishing again {time.monotonic() - thawing:.2f} s after it was back")
 
 
-def test_while_the_kafka_broker_hangs_publishes_after_the_first_wait_are_refused_fast(
-        faults: FaultStack):
+@pytest.mark.parametrize("request_kind", ["publish", "partitions"])
+def test_while_the_kafka_broker_hangs_requests_after_the_first_wait_are_refused_fast(
+        faults: FaultStack, request_kind: str):
     """A broker that hangs keeps its connections, and librdkafka reports nothing: every
     publish to a kafka event type waited out NAKADI_KAFKA_TIMEOUT_S (10 s each with the
-    default settings) for as long as it hung. Now, once a publish waited it out, the
-    engine refuses at once, one caller a second asking the broker again (1 s at most)."""
+    default settings) for as long as it hung, and until 2026-11-29 so did every read of
+    its partitions (their metadata request went unnoticed). Now, once a request waited
+    it out, the engine refuses at once, one caller a second asking the broker again (1 s
+    at most)."""
     name = new_fault_event_type(faults.url, PARTITIONS)
     move_to(faults.url, name, "kafka")
     session = requests.Session()
     bound_s = 2 * float(KAFKA_TIMEOUT_S) + 1
 
-    def publish() -> Answer:
+    def ask() -> Answer:
         started = time.monotonic()
-        return answer_to(started, session.post(f"{faults.url}/event-types/{name}/events",
-                                               json=[business_event()], timeout=3 * bound_s))
+        if request_kind == "publish":
+            return answer_to(started, session.post(f"{faults.url}/event-types/{name}/events",
+                                                   json=[business_event()],
+                                                   timeout=3 * bound_s))
+        return answer_to(started, session.get(f"{faults.url}/event-types/{name}/partitions",
+                                              timeout=3 * bound_s))
 
-    wait_until(lambda: publish().status == 200, 30, what="publishing to kafka")
+    wait_until(lambda: ask().status == 200, 30, what=f"{request_kind} on kafka")
     answers = []
     with faults.frozen("broker"):
         frozen = time.monotonic()
         while time.monotonic() - frozen < 2 * bound_s:
-            answers.append(publish())
+            answers.append(ask())
         thawing = time.monotonic()
     _assert_outage_answers(answers, "Kafka")
     waited = [answer.took for answer in answers if answer.took > 1.5]
     # Each worker waits the timeout out once; then at most a probe's second at a time.
-    assert len(waited) <= 2, f"{len(waited)} of {len(answers)} publishes waited: {waited}"
+    assert len(waited) <= 2, f"{len(waited)} of {len(answers)} answers waited: {waited}"
     assert len(answers) >= 20, f"{len(answers)} answers in {2 * bound_s:g} s: {waited}"
-    wait_until(lambda: publish().status == 200, 15, what="publishing again")
-    print(f"\nKafka broker frozen: {len(answers)} answers, {len(waited)} waited;"
-          f" publishing again {time.monotonic() - thawing:.2f} s after it was back")
+    wait_until(lambda: ask().status == 200, 15, what=f"{request_kind} again")
+    print(f"\nKafka broker frozen, {request_kind}: {len(answers)} answers, {len(waited)} "
+          f"waited; serving again {time.monotonic() - thawing:.2f} s after it was back")

@@ -204,8 +204,9 @@ class KafkaEngine(StorageEngine):
         # Fresh metadata: a topic deleted by another process is noticed now, rather
         # than when the offset requests time out.
         self._availability.raise_if_down()
-        self._topics.raise_if_gone(topic)
-        partitions = range(self._topics.partition_count(topic))
+        with self._noting_unanswered():  # metadata requests: they can go unanswered too
+            self._topics.raise_if_gone(topic)
+            partitions = range(self._topics.partition_count(topic))
         try:
             return self._threads.run(topic, call, partitions)
         except StorageUnavailable as error:
