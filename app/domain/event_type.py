@@ -15,6 +15,12 @@ INITIAL_SCHEMA_VERSION = "1.0.0"
 DEFAULT_RETENTION_TIME_MS = 345_600_000
 
 
+# Attributes in one list of an authorization section (event types, subscriptions, the
+# admin lists): real lists name a few teams or services; the bound keeps hostile ones
+# from costing a statement per attribute, or a listing megabytes per subscription.
+MAX_AUTHORIZATION_ATTRIBUTES = 1_000
+
+
 @dataclass(frozen=True)
 class AuthorizationAttribute:
     data_type: str

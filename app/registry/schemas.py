@@ -12,7 +12,7 @@ from typing import Any
 
 from marshmallow import EXCLUDE, Schema, ValidationError, fields, validate
 
-from app.domain.event_type import EventType, EventTypeSchema
+from app.domain.event_type import MAX_AUTHORIZATION_ATTRIBUTES, EventType, EventTypeSchema
 from app.domain.event_type_document import event_type_from_document
 from app.registry.choices import (
     AUDIENCES,
@@ -105,7 +105,9 @@ def _attributes() -> fields.List:
     return fields.List(
         fields.Nested(AuthorizationAttributeBody, required=True, error_messages=_MESSAGES),
         required=True,
-        validate=validate.Length(min=1, error="must list at least one attribute"),
+        validate=[validate.Length(min=1, error="must list at least one attribute"),
+                  validate.Length(max=MAX_AUTHORIZATION_ATTRIBUTES, error="must list at most "
+                                  f"{MAX_AUTHORIZATION_ATTRIBUTES} attributes")],
         error_messages={**_MESSAGES, "invalid": "must be an array of attributes"},
     )
 

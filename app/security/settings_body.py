@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.domain.event_type import AuthorizationAttribute
+from app.domain.event_type import MAX_AUTHORIZATION_ATTRIBUTES, AuthorizationAttribute
 from app.domain.security import AdminAuthorization, AdminPermission, Feature
 
 MAX_TEXT = 255
@@ -45,6 +45,9 @@ def parse_admin_authorization(body: Any) -> AdminAuthorization:
         if not isinstance(items, list) or not items:
             raise SettingsInvalid(f"{name}: must be a non-empty array of attributes; "
                                   "Nakadi must keep at least one administrator in each list")
+        if len(items) > MAX_AUTHORIZATION_ATTRIBUTES:
+            raise SettingsInvalid(f"{name}: must list at most {MAX_AUTHORIZATION_ATTRIBUTES} "
+                                  f"attributes (got {len(items)})")
         # Kept as stored: without duplicates, in order of data type and value.
         lists[name] = tuple(sorted({_attribute(item, f"{name}[{index}]")
                                     for index, item in enumerate(items)},

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, get_args
 
 from app.cursors import BEGIN, CursorInvalid, check_shape
+from app.domain.event_type import MAX_AUTHORIZATION_ATTRIBUTES
 from app.domain.subscription import InitialCursor, ReadFrom, Subscription
 from app.registry.timestamps import rfc3339
 
@@ -141,6 +142,9 @@ def _initial_cursors(body: Mapping[str, Any], errors: list[str]
 def _attributes(value: Any, where: str) -> list[dict[str, str]]:
     if not isinstance(value, list) or not value:
         raise ValueError(f"{where}: must be a non-empty array of attributes")
+    if len(value) > MAX_AUTHORIZATION_ATTRIBUTES:
+        raise ValueError(f"{where}: must list at most {MAX_AUTHORIZATION_ATTRIBUTES} "
+                         f"attributes (got {len(value)})")
     attributes = []
     for index, attribute in enumerate(value):
         if not isinstance(attribute, Mapping):

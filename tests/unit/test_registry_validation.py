@@ -362,6 +362,17 @@ CASES = [
         business_body(
             authorization={
                 "admins": [{"data_type": "user", "value": "a"}],
+                "readers": [{"data_type": "user", "value": str(n)} for n in range(1001)],
+                "writers": [{"data_type": "user", "value": "a"}],
+            }
+        ),
+        "authorization.readers",
+        "must list at most 1000 attributes",
+    ),
+    (
+        business_body(
+            authorization={
+                "admins": [{"data_type": "user", "value": "a"}],
                 "writers": [{"data_type": "user", "value": "a"}],
             }
         ),

@@ -71,6 +71,9 @@ def test_nakadi_admins_read_and_write_every_event_type(secure_url, protected_eve
     {"readers": ROOT_ONLY, "writers": ROOT_ONLY},
     {"admins": ROOT_ONLY, "readers": ROOT_ONLY, "writers": [{"data_type": "user"}]},
     {"admins": ROOT_ONLY, "readers": "root", "writers": ROOT_ONLY},
+    # One statement per attribute stored: 200,000 took 17 s under a table lock.
+    {"admins": ROOT_ONLY, "writers": ROOT_ONLY,
+     "readers": [{"data_type": "user", "value": str(n)} for n in range(1001)]},
     [],
 ])
 def test_admin_lists_that_would_leave_no_admin_or_are_malformed_are_422s(secure_url, body):

@@ -113,6 +113,9 @@ def test_authorization_is_stored_and_echoed(base_url, event_types, subscriptions
     ({"owning_application": "a", "event_types": ["x"],
       "authorization": {**AUTHORIZATION, "admins": [{"data_type": "", "value": "v"}]}},
      "authorization.admins[0].data_type: must not be empty"),
+    ({"owning_application": "a", "event_types": ["x"], "authorization": {
+        **AUTHORIZATION, "readers": [{"data_type": "user", "value": str(n)} for n in range(1001)]}},
+     "authorization.readers: must list at most 1000 attributes (got 1001)"),
     (["not", "an", "object"], "the body must be a JSON object"),
 ])
 def test_bad_bodies_are_422s_naming_the_field(base_url, subscriptions, body, names):
