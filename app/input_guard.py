@@ -2,7 +2,7 @@
 anything else read through Flask's JSON provider) follow the strict JSON rules of
 ``app.strict_json`` and hold no NUL character, and a NUL character in the path or
 a query parameter is a 400, before any handler, database or regular expression
-sees it."""
+sees it; a transfer coding gunicorn does not decode is a 501."""
 
 from __future__ import annotations
 
@@ -35,6 +35,20 @@ class StrictJSONProvider(DefaultJSONProvider):
 
 def install_input_guard(app: Flask) -> None:
     app.json = StrictJSONProvider(app)
+
+    @app.before_request
+    def _refuse_transfer_codings_not_decoded() -> None:
+        # gunicorn takes gzip, deflate and compress before chunked, and passes the body on
+        # undecoded: a 501, as RFC 9112 asks for a transfer coding the server does not
+        # implement (and as gunicorn answers for any other), not a JSON error or a 200.
+        sent = current_request().headers.get("Transfer-Encoding")
+        if sent is None:
+            return
+        for coding in (part.strip(" \t").lower() for part in sent.split(",")):
+            if coding not in ("chunked", "identity"):
+                raise Problem(501, f"Transfer-Encoding '{coding}' is not supported: send the "
+                                   "body chunked alone, compressed with Content-Encoding: gzip "
+                                   "if you want")
 
     @app.before_request
     def _refuse_nul_characters() -> None:

@@ -139,6 +139,19 @@ def test_requests_gunicorn_refuses_get_problems_too(base_url, event_type, reques
     assert problem["status"] == int(status) and problem["detail"]
 
 
+@pytest.mark.parametrize("codings", [b"gzip, chunked", b"deflate, chunked", b"xchunked"])
+def test_transfer_codings_the_server_does_not_decode_are_501s(base_url, event_type, codings):
+    """gunicorn passed gzip, deflate and compress bodies on undecoded: a gzipped `[]`
+    was a 400 about UTF-8, and a plain one under that header a 200."""
+    request = (b"POST /event-types/%s/cursors-lag HTTP/1.1\r\nHost: x\r\n"
+               b"Content-Type: application/json\r\nTransfer-Encoding: %s\r\n\r\n"
+               b"2\r\n[]\r\n0\r\n\r\n" % (event_type.encode(), codings))
+    head, _, body = raw_exchange(base_url, request).partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0].split(b" ")[1] == b"501"
+    assert b"Content-Type: application/problem+json" in head.split(b"\r\n")
+    assert json.loads(body)["status"] == 501
+
+
 def test_a_refused_request_line_is_answered_while_the_client_still_sends(base_url):
     """gunicorn refuses the request line at once; the rest of the request is read and
     dropped, so the client gets the 414 Problem instead of a connection reset."""
