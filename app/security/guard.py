@@ -210,7 +210,7 @@ def feature_enabled(feature: Feature) -> bool:
     return current_policy().settings.is_enabled(feature)
 
 
-Refusal = Callable[[], "str | None"]
+Refusal = Callable[[], str | None]
 """Asked while a stream runs: why it must end now, or None while its reader may go on."""
 
 
