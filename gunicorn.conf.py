@@ -74,6 +74,8 @@ keepalive = 75
 # JSON lines; the application logs each request itself, with its flow id.
 logger_class = "app.logs.GunicornLogger"
 errorlog = "-"
+# gunicorn's own lines (start, workers, signals) follow the broker's level too.
+loglevel = os.environ.get("NAKADI_LOG_LEVEL", "INFO").lower()
 # gunicorn 27's control socket (for gunicornc) is one path per user: instances on one
 # host unlinked each other's. Nothing here uses it.
 control_socket_disable = True
@@ -87,9 +89,9 @@ def on_starting(server: Arbiter) -> None:
     try:
         applied = prepare(Settings.from_env())
     except (DependencyUnavailable, ValueError) as error:
-        print(f"nakadi: cannot start: {error}", file=sys.stderr, flush=True)
+        server.log.error("nakadi: cannot start: %s", error)
         sys.exit(1)
-    if applied and server.log is not None:
+    if applied:
         server.log.info("applied migrations: %s", ", ".join(applied))
     # The master keeps gauges too (it imports the figures): unset, its 0 was the
     # smallest start time, and uptime read 56 years.

@@ -82,6 +82,14 @@ def wait_for_exit(process: subprocess.Popen, seconds: float) -> tuple[int, str]:
     return process.returncode, err
 
 
+def start_failures(err: str) -> list[str]:
+    """The messages of the log lines saying why the broker cannot start; like every other
+    line of the log, each is a JSON object (until 2026-11-29 they were plain text)."""
+    lines = [json.loads(line) for line in err.splitlines() if "cannot start" in line]
+    assert all(line["level"] == "ERROR" for line in lines), lines
+    return [line["message"] for line in lines]
+
+
 def test_start_fails_fast_naming_an_unreachable_database(server_env):
     dead = free_port()
     env = dict(server_env, NAKADI_DATABASE_URL=f"postgresql://nakadi@127.0.0.1:{dead}/nakadi")
@@ -89,7 +97,7 @@ def test_start_fails_fast_naming_an_unreachable_database(server_env):
     code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
     assert code != 0
     assert time.monotonic() - started < 15
-    lines = [line for line in err.splitlines() if "cannot start" in line]
+    lines = start_failures(err)
     assert lines == [f"nakadi: cannot start: PostgreSQL at 127.0.0.1:{dead}/nakadi is "
                      f"unreachable ({lines[0].split('(', 1)[1]}"]
     assert "Traceback" not in err
@@ -102,8 +110,9 @@ def test_start_fails_in_one_line_without_the_password_on_a_url_libpq_cannot_read
                NAKADI_DATABASE_URL="postgresql://nakadi:pw%zzSECRET@127.0.0.1:1/nakadi")
     code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
     assert code != 0
-    assert "nakadi: cannot start: NAKADI_DATABASE_URL is not a connection URL libpq can " \
-           "read" in err
+    [line] = start_failures(err)
+    assert line.startswith("nakadi: cannot start: NAKADI_DATABASE_URL is not a connection URL "
+                           "libpq can read")
     assert "SECRET" not in err
     assert "Traceback" not in err
 
@@ -113,7 +122,8 @@ def test_start_fails_fast_naming_an_unreachable_zookeeper(server_env):
     env = dict(server_env, NAKADI_ZOOKEEPER=f"127.0.0.1:{dead}")
     code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
     assert code != 0
-    assert f"nakadi: cannot start: ZooKeeper at 127.0.0.1:{dead} is unreachable" in err
+    [line] = start_failures(err)
+    assert line.startswith(f"nakadi: cannot start: ZooKeeper at 127.0.0.1:{dead} is unreachable")
     assert "Traceback" not in err
 
 
@@ -122,7 +132,8 @@ def test_start_fails_fast_naming_an_unreachable_kafka(server_env):
     env = dict(server_env, NAKADI_KAFKA_BOOTSTRAP_SERVERS=f"127.0.0.1:{dead}")
     code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
     assert code != 0
-    assert f"nakadi: cannot start: Kafka at 127.0.0.1:{dead} is unreachable" in err
+    [line] = start_failures(err)
+    assert line.startswith(f"nakadi: cannot start: Kafka at 127.0.0.1:{dead} is unreachable")
     assert "Traceback" not in err
 
 
@@ -137,8 +148,9 @@ def test_start_fails_fast_naming_a_kafka_property_it_cannot_use(server_env, tmp_
     env = dict(server_env, NAKADI_KAFKA_CLIENT_PROPERTIES=str(properties))
     code, err = wait_for_exit(start_gunicorn(env, free_port()), 20)
     assert code != 0
-    assert f"nakadi: cannot start: NAKADI_KAFKA_CLIENT_PROPERTIES ({properties})" in err
-    assert named in err
+    [line] = start_failures(err)
+    assert line.startswith(f"nakadi: cannot start: NAKADI_KAFKA_CLIENT_PROPERTIES ({properties})")
+    assert named in line
     assert "Traceback" not in err
 
 
@@ -173,6 +185,19 @@ def test_the_log_is_json_lines_from_start_to_shutdown(server_env, tmp_path):
     assert any("Worker exiting" in line for line in lines)
     for line in lines:
         assert isinstance(json.loads(line), dict), line
+
+
+def test_the_log_level_holds_for_gunicorn_s_own_lines(server_env, tmp_path):
+    """gunicorn wrote its start, worker and shutdown lines at INFO whatever the level."""
+    log = tmp_path / "gunicorn.log"
+    port = free_port()
+    process = start_gunicorn(dict(server_env, NAKADI_LOG_LEVEL="WARNING"), port, log)
+    try:
+        wait_until_serving(process, f"http://127.0.0.1:{port}", log)
+    finally:
+        stop_gunicorn(process)
+    levels = {json.loads(line)["level"] for line in log.read_text().splitlines()}
+    assert levels <= {"WARNING", "ERROR", "CRITICAL"}, levels
 
 
 def test_instances_on_one_host_leave_no_socket_in_the_user_s_runtime_dir(server_env,
