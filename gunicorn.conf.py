@@ -86,13 +86,15 @@ def on_starting(server: Arbiter) -> None:
     from app.config import Settings
     from app.startup import DependencyUnavailable, prepare
 
+    log = server.log
+    assert log is not None  # the arbiter made it before calling this hook
     try:
         applied = prepare(Settings.from_env())
     except (DependencyUnavailable, ValueError) as error:
-        server.log.error("nakadi: cannot start: %s", error)
+        log.error("nakadi: cannot start: %s", error)
         sys.exit(1)
     if applied:
-        server.log.info("applied migrations: %s", ", ".join(applied))
+        log.info("applied migrations: %s", ", ".join(applied))
     # The master keeps gauges too (it imports the figures): unset, its 0 was the
     # smallest start time, and uptime read 56 years.
     from app.monitoring import figures
