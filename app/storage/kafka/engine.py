@@ -92,24 +92,28 @@ class KafkaEngine(StorageEngine):
                      compacted: bool = False) -> None:
         """While the brokers are known down, refused at once (it waited the timeout
         out each time); a creation that goes unanswered may still happen later."""
-        self._availability.raise_if_down()
-        with self._noting_unanswered():
+        with self._asking_brokers():
             self._topics.create(topic, partitions, retention_ms, compacted)
 
     def set_retention(self, topic: str, retention_ms: int) -> None:
-        self._availability.raise_if_down()
-        with self._noting_unanswered():
+        with self._asking_brokers():
             self._topics.set_retention(topic, retention_ms)
 
     def delete_topic(self, topic: str) -> None:
-        self._availability.raise_if_down()
-        # librdkafka 2.16 crashed (SIGSEGV) when a consumer fetched from a topic that
-        # Tansu had just deleted: stop this engine's readers of the topic first.
-        for reader in [reader for reader in self._readers if reader.topic == topic]:
-            reader.topic_deleted()
-        self._ends.pop(topic, None)
-        with self._noting_unanswered():
+        with self._asking_brokers():
+            # librdkafka 2.16 crashed (SIGSEGV) when a consumer fetched from a topic that
+            # Tansu had just deleted: stop this engine's readers of the topic first.
+            for reader in [reader for reader in self._readers if reader.topic == topic]:
+                reader.topic_deleted()
+            self._ends.pop(topic, None)
             self._topics.delete(topic)
+
+    @contextmanager
+    def _asking_brokers(self) -> Iterator[None]:
+        """Refused at once while the brokers are known down; else ``_noting_unanswered``."""
+        self._availability.raise_if_down()
+        with self._noting_unanswered():
+            yield
 
     @contextmanager
     def _noting_unanswered(self) -> Iterator[None]:
@@ -201,20 +205,18 @@ class KafkaEngine(StorageEngine):
 
     def _offsets_call(self, topic: str, call: Callable[[range], T]) -> T:
         """``call`` with the topic's partitions, on a pool thread (it blocks)."""
-        # Fresh metadata: a topic deleted by another process is noticed now, rather
-        # than when the offset requests time out.
-        self._availability.raise_if_down()
-        with self._noting_unanswered():  # metadata requests: they can go unanswered too
+        with self._asking_brokers():  # the metadata requests too
+            # Fresh metadata: a topic deleted by another process is noticed now, rather
+            # than when the offset requests time out.
             self._topics.raise_if_gone(topic)
             partitions = range(self._topics.partition_count(topic))
-        try:
-            return self._threads.run(topic, call, partitions)
-        except StorageUnavailable as error:
-            self._availability.unanswered(error)
-            raise
-        except StorageError:
-            self._topics.raise_if_gone(topic)
-            raise
+            try:
+                return self._threads.run(topic, call, partitions)
+            except StorageUnavailable:
+                raise
+            except StorageError:  # refused, not unanswered: maybe the topic is gone
+                self._topics.raise_if_gone(topic)
+                raise
 
     # -- health and lifecycle -------------------------------------------------
 
