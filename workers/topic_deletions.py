@@ -12,13 +12,14 @@ may hold (``remove_unused_later``).
 from __future__ import annotations
 
 import logging
+import uuid
 
 import gevent
 
 from app.domain.timeline import Timeline
 from app.repository import topic_deletions
 from app.services import Services
-from app.storage.engine import StorageError
+from app.storage.engine import StorageError, StorageUnavailable
 from workers.periodic import run_every
 
 DELAY_S = 2.0
@@ -52,6 +53,21 @@ def delete_later(services: Services, timelines: list[Timeline]) -> gevent.Greenl
         except Exception:
             log.exception("removing topics failed; the sweep will retry")
     return gevent.spawn_later(DELAY_S, delete_all)
+
+
+def new_topic(services: Services, storage_id: str, partitions: int, retention_ms: int,
+              compacted: bool) -> str:
+    """A topic made in the storage under a fresh name. Raises the storage's error; one
+    whose creation went unanswered is recorded for the sweep first, since the storage
+    may make it all the same once it answers again."""
+    topic = str(uuid.uuid4())
+    try:
+        services.engines.get(storage_id).create_topic(topic, partitions, retention_ms,
+                                                      compacted)
+    except StorageUnavailable:
+        remove_unused_later(services, storage_id, topic)
+        raise
+    return topic
 
 
 def remove_unused(services: Services, storage_id: str, topic: str) -> None:

@@ -7,7 +7,6 @@ The HTTP layer turns the exceptions raised here into Problems.
 from __future__ import annotations
 
 import logging
-import uuid
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -26,7 +25,7 @@ from app.registry.validation import check_event_type, validate_event_type
 from app.registry.validator_cache import VALIDATORS
 from app.repository import event_types as repository
 from app.services import Services
-from app.storage.engine import StorageError, StorageUnavailable
+from app.storage.engine import StorageError
 from workers import topic_deletions
 
 log = logging.getLogger(__name__)
@@ -77,15 +76,11 @@ def create(services: Services, body: Any) -> EventType:
         raise EventTypeNameTaken(name)
     partitions = partition_count(event_type.default_statistic, registry)
     storage_id = repository.default_storage_id(services.pool)
-    engine = services.engines.get(storage_id)
-    topic = str(uuid.uuid4())
     try:
-        engine.create_topic(topic, partitions, event_type.storage_retention_ms,
-                            event_type.compacted)
+        topic = topic_deletions.new_topic(services, storage_id, partitions,
+                                          event_type.storage_retention_ms, event_type.compacted)
     except StorageError as error:
         log.error("creating topic for %s failed: %s", name, error)
-        if isinstance(error, StorageUnavailable):
-            topic_deletions.remove_unused_later(services, storage_id, topic)
         raise TopicNotCreated(
             f"The storage '{storage_id}' could not create the topic for '{name}'; "
             "try again later."

@@ -14,14 +14,13 @@ the new one (``app.storage.across_timelines``).
 from __future__ import annotations
 
 import logging
-import uuid
 
 from app.coordination.timeline_switch import publishing_stopped
 from app.domain.timeline import Timeline
 from app.repository import event_types, timelines
 from app.repository.storages import get_storage
 from app.services import Services
-from app.storage.engine import StorageError, StorageUnavailable
+from app.storage.engine import StorageError
 from app.storage.offsets import MAX_TIMELINE
 from workers import topic_deletions
 
@@ -52,15 +51,11 @@ def create_timeline(services: Services, name: str, storage_id: str) -> Timeline:
     if history.active.order >= MAX_TIMELINE:
         raise TimelineRefused(f"EventType '{name}' has had {MAX_TIMELINE} timelines, the most "
                               "an offset can name")
-    engine = services.engines.get(storage_id)
-    topic = str(uuid.uuid4())
     try:
-        engine.create_topic(topic, history.partitions, event_type.storage_retention_ms,
-                            event_type.compacted)
+        topic = topic_deletions.new_topic(services, storage_id, history.partitions,
+                                          event_type.storage_retention_ms, event_type.compacted)
     except StorageError as error:
         log.error("creating the topic of a new timeline of %s failed: %s", name, error)
-        if isinstance(error, StorageUnavailable):
-            topic_deletions.remove_unused_later(services, storage_id, topic)
         raise TopicNotCreated(f"The storage '{storage_id}' could not create a topic for "
                               f"'{name}'; try again later.") from None
     switched = None
