@@ -32,14 +32,15 @@ def build_engine(storage: Storage, pool: ConnectionPool,
         database_url = storage.configuration.get("database_url")
         if database_url and database_url != pool.dsn:
             pool = ConnectionPool(database_url, pool.max_size, pool.timeout_s)
-        return PostgresEngine(pool)
+        return PostgresEngine(pool, storage.id)
     if storage.storage_type == "kafka":
         from app.storage.kafka import KafkaEngine
 
         return KafkaEngine(storage.configuration["bootstrap_servers"], kafka_client_config,
                            timeout=kafka_timeout_s,
                            stream_fetch_wait_ms=kafka_stream_fetch_wait_ms,
-                           exact_list_offsets=kafka_exact_list_offsets)
+                           exact_list_offsets=kafka_exact_list_offsets,
+                           storage_id=storage.id)
     raise StorageError(f"storage {storage.id} has unknown type {storage.storage_type}")
 
 

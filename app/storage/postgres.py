@@ -164,10 +164,11 @@ FROM log_partitions p WHERE p.topic_id = %s ORDER BY p.partition
 """
 
 
-def log_error(error: psycopg2.Error) -> StorageError:
-    """The storage error a database error means: an outage, or a refused statement."""
+def log_error(error: psycopg2.Error, storage_id: str) -> StorageError:
+    """The storage error a database error means: an outage (naming the storage), or a
+    refused statement."""
     if is_database_outage(error):
-        return StorageUnavailable("PostgreSQL (the postgres storage)", first_line(error))
+        return StorageUnavailable(f"PostgreSQL (the {storage_id} storage)", first_line(error))
     return StorageError(f"PostgreSQL log: {error}".strip())
 
 
@@ -227,12 +228,14 @@ class TopicWatch:
 
 
 class PostgresEngine(StorageEngine):
-    """Event storage in the tables of ``sql/002_postgres_log.sql``."""
+    """Event storage in the tables of ``sql/002_postgres_log.sql``; outages name the
+    storage by ``storage_id``."""
 
     storage_type = "postgres"
 
-    def __init__(self, pool: ConnectionPool) -> None:
+    def __init__(self, pool: ConnectionPool, storage_id: str = "postgres") -> None:
         self._pool = pool
+        self._storage_id = storage_id
         self._topic_ids: dict[str, int] = {}
         self._watch = TopicWatch(pool)
         # topic id -> the newest offset of each partition, and what had been heard of
@@ -246,13 +249,13 @@ class PostgresEngine(StorageEngine):
         try:
             return self._pool.fetch_all(query, params, text_as_bytes=text_as_bytes)
         except psycopg2.Error as error:
-            raise log_error(error) from error
+            raise log_error(error, self._storage_id) from error
 
     def _execute(self, statement: str, params: Params) -> None:
         try:
             self._pool.execute(statement, params)
         except psycopg2.Error as error:
-            raise log_error(error) from error
+            raise log_error(error, self._storage_id) from error
 
     def _topic_id(self, topic: str, *, refresh: bool = False) -> int:
         if refresh or topic not in self._topic_ids:
@@ -281,7 +284,7 @@ class PostgresEngine(StorageEngine):
         except psycopg2.errors.UniqueViolation as error:
             raise StorageError(f"topic {topic} already exists") from error
         except psycopg2.Error as error:
-            raise log_error(error) from error
+            raise log_error(error, self._storage_id) from error
         self._topic_ids[topic] = topic_id
 
     def set_retention(self, topic: str, retention_ms: int) -> None:
@@ -299,7 +302,7 @@ class PostgresEngine(StorageEngine):
                 if row is not None:
                     cursor.execute("DELETE FROM log_chunks WHERE topic_id = %s", (row[0],))
         except psycopg2.Error as error:
-            raise log_error(error) from error
+            raise log_error(error, self._storage_id) from error
 
     def append_many(
         self, topic: str, batches: Mapping[int, Sequence[bytes]], keys: Keys | None = None
@@ -320,7 +323,7 @@ class PostgresEngine(StorageEngine):
             except MissingPartitions:
                 continue
             except psycopg2.Error as error:
-                failure = log_error(error)
+                failure = log_error(error, self._storage_id)
                 return dict.fromkeys(batches, failure)
             return {p: list(range(first[p], first[p] + len(batches[p]))) for p in batches}
         raise TopicNotFound(f"{topic} lacks one of the partitions {sorted(batches)}")
@@ -493,7 +496,7 @@ class PostgresEngine(StorageEngine):
                                                        "payloads": "\n" * (last - first)})
                     cursor.execute(MARK_COMPACTED, (topic_id, partition, upto))
         except psycopg2.Error as error:
-            raise log_error(error) from error
+            raise log_error(error, self._storage_id) from error
         return sum(map(len, replaced.values()))
 
     def _rewrite(self, topic_id: int, partition: int, replaced: dict[int, list[int]]) -> None:

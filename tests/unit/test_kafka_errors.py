@@ -1,5 +1,5 @@
 """How librdkafka's errors reach clients: a broker that does not answer is an outage
-(a 503 naming Kafka), whether or not librdkafka has reported its brokers down yet."""
+(a 503 naming the storage), whether or not librdkafka has reported its brokers down yet."""
 
 from __future__ import annotations
 
@@ -9,28 +9,31 @@ from confluent_kafka import KafkaError, KafkaException
 
 from app.dependencies import unavailable_from
 from app.storage.engine import StorageUnavailable, TopicNotFound
-from app.storage.kafka.clients import Clients, storage_error
+from app.storage.kafka.clients import Clients, outage_name, storage_error
 from app.storage.kafka.producer import _Delivery
 from deploy.localstack import free_port
 
 
 @pytest.mark.parametrize("code", [KafkaError._TIMED_OUT, KafkaError._TRANSPORT,
                                   KafkaError._ALL_BROKERS_DOWN, KafkaError.REQUEST_TIMED_OUT])
-def test_an_unanswered_call_is_an_outage_naming_kafka(code):
-    error = storage_error(KafkaException(KafkaError(code)), "orders")
+def test_an_unanswered_call_is_an_outage_naming_the_storage(code):
+    error = storage_error(KafkaException(KafkaError(code)), "orders", outage_name("kafka-2"))
     assert isinstance(error, StorageUnavailable)
     outage = unavailable_from(error)
-    assert outage is not None and "Kafka" in str(outage) and "orders" in str(outage)
+    assert outage is not None and "orders" in str(outage)
+    assert str(outage).startswith("Kafka (the kafka-2 storage) is unavailable: ")
 
 
 def test_a_missing_topic_is_not_an_outage():
-    error = storage_error(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)), "orders")
+    error = storage_error(KafkaException(KafkaError(KafkaError.UNKNOWN_TOPIC_OR_PART)), "orders",
+                          "Kafka")
     assert isinstance(error, TopicNotFound)
     assert unavailable_from(error) is None
 
 
 def test_a_refusal_is_not_an_outage():
-    error = storage_error(KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)), "orders")
+    error = storage_error(KafkaException(KafkaError(KafkaError.MSG_SIZE_TOO_LARGE)), "orders",
+                          "Kafka")
     assert not isinstance(error, StorageUnavailable)
     assert unavailable_from(error) is None
 
@@ -68,6 +71,6 @@ def test_an_acknowledgement_without_an_offset_fails_the_append():
     assert delivery.done.wait(1)
     assert delivery.offsets == [7, 9]
     assert delivery.error is not None
-    error = storage_error(delivery.error, "orders/0")
+    error = storage_error(delivery.error, "orders/0", "Kafka")
     assert not isinstance(error, StorageUnavailable)
     assert "without an offset" in str(error)

@@ -21,7 +21,6 @@ import gevent
 from confluent_kafka import KafkaError
 
 from app.storage.engine import StorageUnavailable
-from app.storage.kafka.clients import KAFKA
 from app.storage.kafka.threads import BlockingCalls
 from app.storage.kafka.topics import Topics
 
@@ -65,7 +64,7 @@ class BrokerAvailability:
         if reason is None:
             return
         self._probe()
-        raise StorageUnavailable(KAFKA, reason)
+        raise StorageUnavailable(self._threads.storage, reason)
 
     def close(self) -> None:
         """Stop asking (the engine closes)."""

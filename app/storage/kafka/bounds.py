@@ -17,7 +17,6 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from app.storage.engine import PartitionBounds, StorageUnavailable
 from app.storage.kafka.clients import (
     DRAIN_BATCH,
-    KAFKA,
     SNAPSHOT_FETCH_WAIT_MS,
     Clients,
     caught_up,
@@ -58,7 +57,7 @@ def listed_offsets(topics: Topics, topic: str, partitions: range
     except KafkaException as error:
         found = kafka_error(error)
         if found is None or found.code() != KafkaError._NOENT:
-            raise storage_error(error, topic) from error
+            raise storage_error(error, topic, topics.storage) from error
         # No leader found: librdkafka remembers a topic it once found missing
         # (deleted and created again) until its metadata is refreshed.
         topics.metadata_partition_count(topic)
@@ -84,11 +83,12 @@ def _log_ends(clients: Clients, topic: str, starts: dict[int, int], timeout: flo
                 return ends
             remaining = deadline - monotonic()
             if remaining <= 0:
-                raise StorageUnavailable(KAFKA, f"{topic}: no answer within {timeout:g} s")
+                raise StorageUnavailable(clients.storage,
+                                         f"{topic}: no answer within {timeout:g} s")
             messages = consumer.consume(1, min(remaining, END_CHECK_S))
             if messages:
                 messages += consumer.consume(DRAIN_BATCH, 0)
-            for partition, offset, _ in records(messages, topic):
+            for partition, offset, _ in records(messages, topic, clients.storage):
                 positions[partition] = offset + 1
     finally:
         consumer.close()

@@ -50,8 +50,12 @@ _UNANSWERED = frozenset({
 })
 """Errors that say the broker did not answer, rather than what it answered."""
 
-KAFKA = "Kafka (the kafka storage)"
-"""How an outage names the storage (``StorageUnavailable``)."""
+DEFAULT_STORAGE_ID = "kafka"
+
+
+def outage_name(storage_id: str) -> str:
+    """How an outage of the storage names it (``StorageUnavailable``)."""
+    return f"Kafka (the {storage_id} storage)"
 
 
 def kafka_error(error: BaseException | KafkaError) -> KafkaError | None:
@@ -63,27 +67,29 @@ def kafka_error(error: BaseException | KafkaError) -> KafkaError | None:
     return None
 
 
-def storage_error(error: BaseException | KafkaError, what: str) -> StorageError:
+def storage_error(error: BaseException | KafkaError, what: str, storage: str) -> StorageError:
     """A ``StorageError`` for a librdkafka error: ``TopicNotFound`` where it says so,
-    ``StorageUnavailable`` (a 503 naming Kafka) where the broker did not answer.
+    ``StorageUnavailable`` (a 503 naming ``storage``, an ``outage_name``) where the
+    broker did not answer.
     librdkafka reports "all brokers down" only after its own reconnection attempts,
     and under load later than a call's timeout: the timeout itself means an outage."""
     found = kafka_error(error)
     if found is not None and found.code() in _NOT_FOUND:
         return TopicNotFound(f"{what}: the topic does not exist")
     if found is not None and found.code() in _UNANSWERED:
-        return StorageUnavailable(KAFKA, f"{what}: {found}")
+        return StorageUnavailable(storage, f"{what}: {found}")
     return StorageError(f"{what}: {found if found is not None else error}")
 
 
-def raise_unless_end(error: KafkaError, topic: str) -> None:
+def raise_unless_end(error: KafkaError, topic: str, storage: str) -> None:
     """Raises the error a consumed message carries unless it only reports the end of a
     partition: those only wake the consumer (the high watermark they carry is cached)."""
     if error.code() != KafkaError._PARTITION_EOF:
-        raise storage_error(error, topic)
+        raise storage_error(error, topic, storage)
 
 
-def records(messages: Iterable[Message], topic: str) -> Iterator[tuple[int, int, bytes]]:
+def records(messages: Iterable[Message], topic: str, storage: str
+            ) -> Iterator[tuple[int, int, bytes]]:
     """The (partition, offset, payload) of the records among consumed messages;
     errors other than the end of a partition raise."""
     for message in messages:
@@ -91,7 +97,7 @@ def records(messages: Iterable[Message], topic: str) -> Iterator[tuple[int, int,
         if error is None:  # a record: its partition and offset are never None
             yield message.partition(), message.offset(), message.value() or b""  # type: ignore[misc]
         else:
-            raise_unless_end(error, topic)
+            raise_unless_end(error, topic, storage)
 
 
 def caught_up(consumer: Consumer, partition: TopicPartition, next_offset: int) -> bool:
@@ -103,14 +109,17 @@ def caught_up(consumer: Consumer, partition: TopicPartition, next_offset: int) -
 class Clients:
     """Builds the engine's librdkafka clients. ``overrides`` (security, tuning)
     win over the engine's settings; ``on_error`` is librdkafka's error callback,
-    which runs on whichever thread serves the client."""
+    which runs on whichever thread serves the client. ``storage`` is how outages of
+    the storage they reach name it (``outage_name``)."""
 
     def __init__(
         self,
         bootstrap_servers: str,
         overrides: Mapping[str, Any],
         on_error: Callable[[KafkaError], None],
+        storage: str = outage_name(DEFAULT_STORAGE_ID),
     ) -> None:
+        self.storage = storage
         self._common: dict[str, Any] = {
             "bootstrap.servers": bootstrap_servers,
             # Metadata requests must never create a topic on a broker that auto-creates.

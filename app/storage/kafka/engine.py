@@ -19,7 +19,12 @@ from app.storage.engine import (
 )
 from app.storage.kafka.availability import BrokerAvailability
 from app.storage.kafka.bounds import listed_bounds, listed_offsets, partition_bounds
-from app.storage.kafka.clients import KAFKA, STREAM_FETCH_WAIT_MS, Clients
+from app.storage.kafka.clients import (
+    DEFAULT_STORAGE_ID,
+    STREAM_FETCH_WAIT_MS,
+    Clients,
+    outage_name,
+)
 from app.storage.kafka.idle import CHECK_INTERVAL_S, IdleReaders
 from app.storage.kafka.producer import Appender
 from app.storage.kafka.reader import IDLE_AFTER_S, KafkaStreamReader
@@ -52,7 +57,7 @@ class KafkaEngine(StorageEngine):
     raises ``StorageError``. A stream reader that found nothing for ``idle_reader_s``
     gives its consumer up until ListOffsets, asked every ``idle_check_s``, shows
     events past its position; one that starts at the ends ``bounds`` last found
-    starts that way.
+    starts that way. Outages name the storage by ``storage_id``.
 
     Clients and threads start on first use, so an engine built before gunicorn
     forks is still safe to use in the workers."""
@@ -70,12 +75,15 @@ class KafkaEngine(StorageEngine):
         exact_list_offsets: bool = False,
         idle_reader_s: float = IDLE_AFTER_S,
         idle_check_s: float = CHECK_INTERVAL_S,
+        storage_id: str = DEFAULT_STORAGE_ID,
     ) -> None:
         self._timeout = timeout
         self._exact_list_offsets = exact_list_offsets
         self._stream_fetch_wait_ms = stream_fetch_wait_ms
-        self._threads = BlockingCalls(max_threads)
-        self._clients = Clients(bootstrap_servers, client_config or {}, self._client_error)
+        storage = outage_name(storage_id)
+        self._threads = BlockingCalls(max_threads, storage)
+        self._clients = Clients(bootstrap_servers, client_config or {}, self._client_error,
+                                storage)
         self._topics = Topics(self._clients, self._threads, timeout)
         self._appender = Appender(self._clients, self._threads, timeout)
         self._idle = IdleReaders(self._topics, self._threads, idle_check_s)
@@ -140,7 +148,7 @@ class KafkaEngine(StorageEngine):
                 if isinstance(result, StorageUnavailable):  # not acknowledged in time
                     self._availability.unanswered(result)
             if self._availability.down:  # not acknowledged because the brokers went away
-                return {partition: StorageUnavailable(KAFKA, str(result))
+                return {partition: StorageUnavailable(self._clients.storage, str(result))
                         if isinstance(result, StorageError)
                         and not isinstance(result, StorageUnavailable) else result
                         for partition, result in results.items()}

@@ -24,7 +24,7 @@ import gevent.event
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from app.storage.engine import Keys, StorageError, StorageUnavailable
-from app.storage.kafka.clients import KAFKA, Clients, storage_error
+from app.storage.kafka.clients import Clients, storage_error
 from app.storage.kafka.threads import BlockingCalls, Outcome, unwrap
 
 PRODUCE_SLICE = 1000
@@ -77,12 +77,13 @@ class _Running:
         self.poller: gevent.event.AsyncResult[Outcome[None]] | None = None
 
 
-def _raise_if_retired(running: _Running, topic: str) -> None:
+def _raise_if_retired(running: _Running, topic: str, storage: str) -> None:
     """An append that yielded finds its producer retired meanwhile (by another append,
     or with the brokers): its poll thread closes it, and producing more would raise."""
     if running.stopping:
-        raise StorageUnavailable(KAFKA, f"{topic}: the producer was replaced during the "
-                                        "append (the events produced may be stored all the same)")
+        raise StorageUnavailable(storage, f"{topic}: the producer was replaced during the "
+                                          "append (the events produced may be stored all "
+                                          "the same)")
 
 
 class Appender:
@@ -115,7 +116,7 @@ class Appender:
                 produced += 1
                 if produced % PRODUCE_SLICE == 0:
                     gevent.sleep(0)  # let other greenlets run during a very large batch
-                    _raise_if_retired(running, topic)
+                    _raise_if_retired(running, topic, self._clients.storage)
                 while True:
                     try:
                         producer.produce(topic, payload, key, partition=partition,
@@ -127,18 +128,20 @@ class Appender:
                             raise StorageError(
                                 f"{topic}: the producer queue stayed full") from None
                         gevent.sleep(QUEUE_FULL_BACKOFF_S)
-                        _raise_if_retired(running, topic)
+                        _raise_if_retired(running, topic, self._clients.storage)
                     except KafkaException as error:
-                        raise storage_error(error, f"{topic}/{partition}") from error
+                        raise storage_error(error, f"{topic}/{partition}",
+                                            self._clients.storage) from error
         results: dict[int, list[int] | StorageError] = {}
         for partition, delivery in deliveries.items():
             if not delivery.done.wait(max(0.0, deadline - monotonic())):
                 results[partition] = StorageUnavailable(
-                    KAFKA, f"{topic}/{partition}: not acknowledged within {self._timeout:g} s "
-                           "(the events may be stored all the same)")
+                    self._clients.storage, f"{topic}/{partition}: not acknowledged within "
+                    f"{self._timeout:g} s (the events may be stored all the same)")
                 self._retire(running)
             elif delivery.error is not None:
-                results[partition] = storage_error(delivery.error, f"{topic}/{partition}")
+                results[partition] = storage_error(delivery.error, f"{topic}/{partition}",
+                                                   self._clients.storage)
                 if delivery.error.fatal():
                     self._retire(running)
             else:

@@ -119,7 +119,7 @@ class KafkaStreamReader:
             try:
                 events = self._take(unwrap(outcome))
             except KafkaException as error:
-                raise storage_error(error, self.topic) from error
+                raise storage_error(error, self.topic, self._threads.storage) from error
             if events:
                 self._found_at = monotonic()
                 return events + self._drain(max_events - count_events(events))
@@ -167,7 +167,7 @@ class KafkaStreamReader:
         try:
             self._consumer = unwrap(outcome)
         except KafkaException as error:
-            raise storage_error(error, self.topic) from error
+            raise storage_error(error, self.topic, self._threads.storage) from error
         self._found_at = monotonic()
         return True
 
@@ -193,7 +193,7 @@ class KafkaStreamReader:
         try:
             return self._take(self._consumer.consume(min(max_events, DRAIN_BATCH), 0))
         except KafkaException as error:
-            raise storage_error(error, self.topic) from error
+            raise storage_error(error, self.topic, self._threads.storage) from error
 
     def _wait_for_one(self, consumer: Consumer, timeout: float) -> list[Message]:
         with self._lock:
@@ -206,11 +206,11 @@ class KafkaStreamReader:
             consumer.close()
 
     def _take(self, messages: Iterable[Message]) -> list[EventRun]:
-        return take_runs(messages, self._next, self.topic)
+        return take_runs(messages, self._next, self.topic, self._threads.storage)
 
 
-def take_runs(messages: Iterable[Message], following: dict[int, int], topic: str
-              ) -> list[EventRun]:
+def take_runs(messages: Iterable[Message], following: dict[int, int], topic: str,
+              storage: str) -> list[EventRun]:
     """The records among consumed ``messages`` as runs of consecutive offsets, skipping
     any before ``following[partition]`` (a consumer restarted earlier), which it moves
     past what it takes. One plain loop: at ~1.5M events/s it is a tenth of a kafka
@@ -223,7 +223,7 @@ def take_runs(messages: Iterable[Message], following: dict[int, int], topic: str
     for message in messages:
         error = message.error()
         if error is not None:
-            raise_unless_end(error, topic)
+            raise_unless_end(error, topic, storage)
             continue
         offset: int = message.offset()  # type: ignore[assignment]
         if offset == expected and message.partition() == partition:

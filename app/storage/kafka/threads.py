@@ -65,10 +65,12 @@ class BlockingCalls:
     """Runs blocking calls in native threads while greenlets wait cooperatively.
 
     The pool starts on first use (after gunicorn's fork). ``shut`` refuses new
-    calls; ``join`` then waits for the running ones and stops the threads."""
+    calls; ``join`` then waits for the running ones and stops the threads. A
+    librdkafka error a call raises becomes a ``StorageError`` naming ``storage``."""
 
-    def __init__(self, max_threads: int) -> None:
+    def __init__(self, max_threads: int, storage: str) -> None:
         self._max_threads = max_threads
+        self.storage = storage
         self._pool: ThreadPool | None = None
         self.shut_down = False
 
@@ -92,7 +94,7 @@ class BlockingCalls:
         try:
             return unwrap(self.spawn(func, *args, **kwargs).get())
         except KafkaException as error:
-            raise storage_error(error, what) from error
+            raise storage_error(error, what, self.storage) from error
 
     def call_on_hub(self, func: Callable[[Unpack[Ts]], object], *args: *Ts) -> None:
         """Have the hub call ``func(*args)`` soon; safe from any thread. Dropped

@@ -36,6 +36,11 @@ class Topics:
         self._partitions: dict[str, int] = {}
         self._fresh: SharedCalls[None, dict[str, TopicMetadata]] = SharedCalls()
 
+    @property
+    def storage(self) -> str:
+        """How outages of the storage name it."""
+        return self._clients.storage
+
     def create(self, topic: str, partitions: int, retention_ms: int,
                compacted: bool = False) -> None:
         """Create the topic; ``StorageError`` if it exists already. A ``compacted`` one
@@ -52,7 +57,7 @@ class Topics:
             found = kafka_error(error)
             if found is not None and found.code() == KafkaError.TOPIC_ALREADY_EXISTS:
                 raise StorageError(f"{topic}: the topic already exists") from error
-            raise storage_error(error, topic) from error
+            raise storage_error(error, topic, self.storage) from error
         # Known right away: metadata may lag behind the creation on a real cluster.
         self._partitions[topic] = partitions
 
@@ -68,7 +73,7 @@ class Topics:
         if error is not None:
             found = kafka_error(error)
             if found is None or found.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise storage_error(error, topic) from error
+                raise storage_error(error, topic, self.storage) from error
 
     def delete(self, topic: str) -> None:
         """Delete the topic; a missing one is not an error."""
@@ -80,7 +85,7 @@ class Topics:
         if error is not None:
             found = kafka_error(error)
             if found is None or found.code() != KafkaError.UNKNOWN_TOPIC_OR_PART:
-                raise storage_error(error, topic) from error
+                raise storage_error(error, topic, self.storage) from error
 
     def partition_count(self, topic: str) -> int:
         """The topic's partition count, from metadata asked once per topic."""
@@ -128,7 +133,7 @@ class Topics:
         if found is None:
             raise TopicNotFound(f"{topic}: the topic does not exist")
         if found.error is not None:
-            raise storage_error(found.error, topic)
+            raise storage_error(found.error, topic, self.storage)
         count = self._partitions[topic] = len(found.partitions)
         return count
 
