@@ -109,6 +109,21 @@ def test_after_a_kill_mid_run_a_restart_continues_leaving_every_event_exactly_on
     assert_exactly_once(lake_rows(tmp_path / "lake", name), eids)
 
 
+def test_a_kill_while_spark_wrote_the_first_offsets_does_not_block_the_checkpoint(
+        base_url, tmp_path):
+    """Spark's first offsets file, cut short by a kill before its rename: what the
+    archiver's checkpoint holds after it (checkpoint files are named by their batch)."""
+    name = new_event_type(base_url)
+    eids = publish(base_url, name, 30)
+    offsets = tmp_path / "checkpoint" / name / "offsets"
+    offsets.mkdir(parents=True)
+    (offsets / ".0.9a4b1f52-5d1e-4c1f-9a3b-2f1f3c0e7d11.tmp").touch()
+    (offsets / "..0.9a4b1f52-5d1e-4c1f-9a3b-2f1f3c0e7d11.tmp.crc").touch()
+    archive_once(archiver(base_url, tmp_path, "--event-type", name))
+    assert_exactly_once(lake_rows(tmp_path / "lake", name), eids)
+    assert not list(offsets.glob(".*.tmp*"))
+
+
 @pytest.mark.parametrize(("url", "event_type", "message"), [
     (None, "no.such.type", "event type 'no.such.type' does not exist at "),
     ("http://127.0.0.1:{port}", "orders", "cannot reach the broker at http://127.0.0.1:"),

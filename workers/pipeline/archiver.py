@@ -144,6 +144,19 @@ def confirm_identity(client: BrokerClient, checkpoint: Path, name: str) -> None:
     check_identity(checkpoint, name, client.event_type(name))
 
 
+def remove_unfinished_writes(checkpoint: Path) -> None:
+    """Removes the files of a query's checkpoint that a killed run left half written.
+    Spark writes each file of its logs as a hidden ``.<name>.<uuid>.tmp`` (with its
+    ``.crc``) and renames it once whole; a kill in between leaves it behind, and Spark
+    takes an offsets log that holds only such a file for a used one: killed while it
+    wrote the first offsets of a new checkpoint, the archiver could never again
+    archive that event type (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``). Nothing
+    reads them: their writer is gone (one archiver per checkpoint)."""
+    for path in checkpoint.rglob(".*.tmp*"):
+        if path.name.endswith((".tmp", ".tmp.crc")) and path.is_file():
+            path.unlink(missing_ok=True)
+
+
 def recreated(client: BrokerClient, args: argparse.Namespace,
               names: Iterable[str]) -> EventTypeRecreated | None:
     """The refusal of the first of ``names`` deleted and created again since its
@@ -211,6 +224,7 @@ def start_query(spark: SparkSession, args: argparse.Namespace, name: str) -> Str
     # A batch read after its event type was recreated holds the new one's events
     # from the old offsets on: checked once read, it never enters the lake.
     same_event_type = partial(confirm_identity, client, args.checkpoint / name, name)
+    remove_unfinished_writes(args.checkpoint / name)
     writer = (reader.load().writeStream
               .foreachBatch(partial(write_batch, output=args.output, event_type=name,
                                     archive=archive_id(args.checkpoint / name),
