@@ -10,6 +10,8 @@ from pyspark.errors import AnalysisException
 
 from deploy.localstack import free_port
 from tests.helpers.broker import ONE_PARTITION, business_event, new_event_type, post, publish_to
+from workers.pipeline.client import BrokerClient
+from workers.pipeline.ranges import OffsetPlanner
 from workers.pipeline.rows import derived_eid
 
 
@@ -130,6 +132,26 @@ def test_streaming_takes_at_most_max_events_per_trigger_and_restarts_from_its_ch
     assert everything == sorted(
         [("0", offset(n)) for n in range(5)] + [("1", offset(n)) for n in range(7)]
         + [("2", offset(n)) for n in range(2)] + [("3", offset(n)) for n in range(3)])
+
+
+def test_an_event_type_of_a_hundred_partitions_is_read_whole(spark, base_url, default_storage):
+    """A cursor per partition in one ``cursors`` query parameter made a request line
+    of ~7 KB, which the broker refuses (414) beyond 4094 bytes."""
+    name = new_event_type(base_url, partition_strategy="user_defined",
+                          default_statistic={"messages_per_minute": 100, "message_size": 100,
+                                             "read_parallelism": 100,
+                                             "write_parallelism": 100})
+    for partition in (7, 63, 99):
+        publish_to(base_url, name, partition, 2, start=partition * 100)
+    assert positions(nakadi(spark, base_url, name)) == sorted(
+        (str(p), offset(n)) for p in (7, 63, 99) for n in range(2))
+
+    planner = OffsetPlanner(BrokerClient(base_url), name)
+    start = planner.resolve("earliest", "earliest")
+    assert len(start) == 100
+    end = planner.advance(start, None)  # what a streaming query's next batch takes
+    assert planner.distances(start, end) == {str(p): 2 if p in (7, 63, 99) else 0
+                                             for p in range(100)}
 
 
 def one_line_error(error: Exception) -> str:

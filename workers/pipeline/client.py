@@ -31,6 +31,10 @@ BUSY_PAUSE_S = 1.0
 # Every digit as "0": a run of 19 zeros then means a number orjson may not read exactly.
 DIGITS_AS_ZERO = bytes.maketrans(b"0123456789", b"0" * 10)
 NINETEEN_DIGITS = b"0" * 19
+# The longest ``cursors`` query parameter sent, as JSON before URL encoding (which
+# about doubles it): request lines have limits (gunicorn's 4094 bytes, 8 KB at many
+# proxies), and a cursor per partition of a 100-partition event type takes ~5 KB.
+MAX_CURSORS_PARAM = 1500
 
 
 class BrokerError(RuntimeError):
@@ -151,16 +155,22 @@ class BrokerClient:
         return [item["name"] for item in self._json("GET", "/event-types", "the event types")]
 
     def partitions(self, name: str, cursors: dict[str, str] | None = None) -> list[Partition]:
-        """The event type's partitions; with ``cursors``, each names how many events
-        lie after its cursor (``unconsumed_events``)."""
-        params = {}
-        if cursors:
-            params["cursors"] = json.dumps(_cursor_list(cursors))
-        items = self._json("GET", f"/event-types/{quote(name, safe='')}/partitions",
-                           f"the partitions of {name!r}", params=params)
-        return [Partition(item["partition"], item["oldest_available_offset"],
-                          item["newest_available_offset"], item.get("unconsumed_events"))
-                for item in items]
+        """The event type's partitions; with ``cursors``, each partition they name has
+        how many events lie after its cursor (``unconsumed_events``). Many cursors are
+        asked in several requests, each partition's figures taken from the answer to
+        the request that named it."""
+        found: dict[str, Partition] = {}
+        for param in _cursors_params(cursors or {}):
+            items = self._json("GET", f"/event-types/{quote(name, safe='')}/partitions",
+                               f"the partitions of {name!r}",
+                               params={"cursors": param} if param else {})
+            for item in items:
+                partition = Partition(item["partition"], item["oldest_available_offset"],
+                                      item["newest_available_offset"],
+                                      item.get("unconsumed_events"))
+                if partition.partition not in found or partition.unconsumed_events is not None:
+                    found[partition.partition] = partition
+        return list(found.values())
 
     def shifted(self, name: str, shifts: list[tuple[str, str, int]]) -> list[str]:
         """The offsets ``shift`` events after (or, negative, before) each
@@ -258,8 +268,24 @@ def parse_line(line: bytes, exact: bool = False) -> Any:
     return orjson.loads(line)
 
 
-def _cursor_list(cursors: dict[str, str]) -> list[dict[str, str]]:
-    return [{"partition": p, "offset": o} for p, o in cursors.items()]
+def _cursors_params(cursors: dict[str, str]) -> list[str]:
+    """``cursors`` query parameters naming every cursor, each a JSON array of at most
+    ``MAX_CURSORS_PARAM`` characters (or of one cursor); without cursors, one empty
+    one (no parameter)."""
+    if not cursors:
+        return [""]
+    params: list[str] = []
+    group: list[str] = []
+    length = 1  # "[" and the "," or "]" after each cursor
+    for partition, offset in cursors.items():
+        cursor = json.dumps({"partition": partition, "offset": offset})
+        if group and length + len(cursor) + 1 > MAX_CURSORS_PARAM:
+            params.append(f"[{','.join(group)}]")
+            group, length = [], 1
+        group.append(cursor)
+        length += len(cursor) + 1
+    params.append(f"[{','.join(group)}]")
+    return params
 
 
 def _lines(response: requests.Response) -> Iterator[bytes]:
