@@ -6,6 +6,7 @@ import json
 import uuid
 
 import pytest
+import requests
 from pyspark.errors import AnalysisException
 
 from deploy.localstack import free_port
@@ -132,6 +133,40 @@ def test_streaming_takes_at_most_max_events_per_trigger_and_restarts_from_its_ch
     assert everything == sorted(
         [("0", offset(n)) for n in range(5)] + [("1", offset(n)) for n in range(7)]
         + [("2", offset(n)) for n in range(2)] + [("3", offset(n)) for n in range(3)])
+
+
+def test_a_subscription_follows_the_sink_up_to_the_last_batch(spark, base_url, four_partitions,
+                                                            tmp_path):
+    """Spark commits a batch to its source only when it plans one with new events, so
+    the cursors of a query's last batch were never set: stats showed it unconsumed for
+    good, and a query started afresh at the cursors read it again."""
+    response = requests.post(f"{base_url}/subscriptions", json={
+        "owning_application": "sink", "event_types": [four_partitions], "read_from": "begin"})
+    assert response.status_code in (200, 201), response.text
+    subscription = response.json()["id"]
+
+    def run(sink: str) -> int:  # a new sink: a file sink keeps a log of its own
+        query = (spark.readStream.format("nakadi").option("url", base_url)
+                 .option("event_type", four_partitions).option("subscription_id", subscription)
+                 .option("maxEventsPerTrigger", "4").load()
+                 .writeStream.format("parquet").option("path", str(tmp_path / sink))
+                 .option("checkpointLocation", str(tmp_path / sink / "_checkpoint"))
+                 .trigger(availableNow=True).start())
+        query.awaitTermination()
+        return sum(p["numInputRows"] for p in query.recentProgress)
+
+    def unconsumed() -> int:
+        stats = requests.get(f"{base_url}/subscriptions/{subscription}/stats").json()
+        return sum(p.get("unconsumed_events", 0) for p in stats["items"][0]["partitions"])
+
+    assert run("first") == 15
+    assert unconsumed() == 0
+    publish_to(base_url, four_partitions, 2, 2)
+    assert unconsumed() == 2
+    assert run("second") == 2  # a new checkpoint starts at the cursors
+    assert unconsumed() == 0
+    assert positions(spark.read.parquet(str(tmp_path / "second"))) == [
+        ("2", offset(0)), ("2", offset(1))]
 
 
 def test_an_event_type_of_a_hundred_partitions_is_read_whole(spark, base_url, default_storage):

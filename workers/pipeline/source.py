@@ -191,6 +191,7 @@ class NakadiStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAv
     def __init__(self, options: SourceOptions) -> None:
         super().__init__(options)
         self.target: dict[str, str] | None = None
+        self.followed: dict | None = None  # where the subscription's cursors were set
 
     def initialOffset(self) -> dict:
         """``startingOffsets``, or where the subscription starts (its committed offsets,
@@ -214,6 +215,7 @@ class NakadiStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAv
         schema version is checked after the end is known, so an event published
         under a newer schema before that end ends the query instead (its columns
         come from the schema as it was when the query started)."""
+        self.follow(start)
         budget = limit.max_rows if isinstance(limit, ReadMaxRows) else None
         end = self.planner.advance(start, budget, self.target)
         if self.schema_version is not None and not self.options.raw and end != start:
@@ -227,18 +229,21 @@ class NakadiStreamReader(_RangeReader, DataSourceStreamReader, SupportsTriggerAv
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         return self.input_partitions(start, end)
 
-    def commit(self, end: dict) -> None:
-        """Spark wrote everything up to ``end``: with a subscription, its cursors move
-        there, so ``/subscriptions/{id}/stats`` shows what is not in the sink yet.
-        Spark calls this when it plans a following batch, so the cursors may lag by
-        one batch (the archiver also moves them itself after each batch and at exit).
-        Spark's checkpoint stays the record of progress; a failed update is only
-        logged and the next one catches up."""
-        if not self.options.subscription_id:
+    def follow(self, start: dict) -> None:
+        """With a subscription, moves its cursors to ``start``, so that
+        ``/subscriptions/{id}/stats`` shows what is not in the sink yet. Spark asks
+        ``latestOffset`` only once the batches before have been written (and recorded
+        in the checkpoint): at every trigger, and once more after an ``availableNow``
+        query's last batch. ``commit``, which Spark calls only when it plans a batch
+        with new events, left the cursors a batch behind for good once a query
+        stopped or idled. Spark's checkpoint stays the record of progress; a failed
+        update is only logged and the next trigger tries again."""
+        if not self.options.subscription_id or start == self.followed:
             return
         try:
             self.planner.client.reset_cursors(self.options.subscription_id,
-                                              self.options.event_type, end)
+                                              self.options.event_type, start)
+            self.followed = dict(start)
         except BrokerError as error:
             logging.getLogger(__name__).warning("subscription cursors not updated: %s", error)
 
