@@ -50,6 +50,7 @@ def spark() -> Iterator:
                .config("spark.sql.shuffle.partitions", "2")
                .config("spark.sql.session.timeZone", "UTC")
                .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
+               .config("spark.executorEnv.SPARK_HIDE_TRACEBACK", "1")
                .getOrCreate())
     session.sparkContext.setLogLevel("ERROR")
     session.dataSource.register(NakadiDataSource)

@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 import requests
-from pyspark.errors import AnalysisException
+from pyspark.errors import AnalysisException, StreamingQueryException
 
 from deploy.localstack import free_port
 from tests.helpers.broker import ONE_PARTITION, business_event, new_event_type, post, publish_to
@@ -193,6 +193,18 @@ def one_line_error(error: Exception) -> str:
     text = str(error)
     assert "Traceback" not in text
     return text
+
+
+def test_a_streaming_query_s_error_is_its_sentence_without_a_python_traceback(
+        spark, base_url, four_partitions, tmp_path):
+    query = (spark.readStream.format("nakadi").option("url", base_url)
+             .option("event_type", four_partitions).option("startingOffsets", '{"7": "earliest"}')
+             .load().writeStream.format("noop")
+             .option("checkpointLocation", str(tmp_path / "checkpoint"))
+             .trigger(availableNow=True).start())
+    with pytest.raises(StreamingQueryException) as caught:
+        query.awaitTermination()
+    assert f"event type {four_partitions!r} has no partition 7" in one_line_error(caught.value)
 
 
 def test_an_unknown_event_type_is_a_clear_error(spark, base_url):

@@ -198,6 +198,8 @@ def start_spark(master: str, log: Path) -> SparkSession:
              # every row by date first.
              .config("spark.sql.maxConcurrentOutputFileWriters", "8")
              .config("spark.sql.execution.pyspark.udf.hideTraceback.enabled", "true")
+             # The same for the Python process of streaming sources, which reads only this.
+             .config("spark.executorEnv.SPARK_HIDE_TRACEBACK", "1")
              # Split by Spark's launcher as a shell would: the paths may hold spaces.
              .config("spark.driver.extraJavaOptions", " ".join(
                  shlex.quote(f"-D{name}={value}") for name, value in (
