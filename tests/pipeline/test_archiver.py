@@ -235,7 +235,8 @@ def test_payload_dates_are_kept_and_undefined_events_are_dated_by_the_archiving_
 @pytest.mark.parametrize(("args", "message"), [
     (["--starting-offsets", "garbage"], "--starting-offsets must be earliest, latest or JSON"),
     (["--starting-offsets", '{"0": 5}'], "--starting-offsets must map partitions to offset"),
-    (["--interval", "0"], "--interval must be positive"),
+    *((["--interval", value], "--interval must be between 0.001 and 86400 seconds")
+      for value in ("0", "nan", "0.00001", "1e20")),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(base_url, tmp_path, args, message):
     done = subprocess.run(archiver(base_url, tmp_path, "--event-type", "orders", "--once",
@@ -243,6 +244,24 @@ def test_bad_arguments_are_one_line_and_exit_2(base_url, tmp_path, args, message
     assert done.returncode == 2
     assert done.stderr.startswith(f"nakadi-archive: {message}")
     assert len(done.stderr.splitlines()) == 1 and "Traceback" not in done.stderr
+
+
+def test_a_subscription_unknown_or_of_other_event_types_is_refused_before_spark_starts(
+        base_url, tmp_path):
+    name, other = new_event_type(base_url), new_event_type(base_url)
+    response = requests.post(f"{base_url}/subscriptions", json={
+        "owning_application": "lake", "event_types": [other]})
+    assert response.status_code in (200, 201), response.text
+    for subscription, message in (
+            ("0bd5e6d1-5ab1-4a3e-9d64-6a3c1b2b9f00", "with 404"),
+            (response.json()["id"], f"does not read {name!r}")):
+        done = subprocess.run(archiver(base_url, tmp_path, "--event-type", name, "--once",
+                                       "--subscription-id", subscription),
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2
+        assert message in done.stderr and done.stderr.startswith("nakadi-archive: ")
+        assert len(done.stderr.splitlines()) == 1
+    assert not (tmp_path / "checkpoint" / "_spark.log").exists()  # Spark never started
 
 
 def lake_values(lake: Path, name: str, column: str) -> dict[str, object]:

@@ -36,6 +36,10 @@ if TYPE_CHECKING:
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
+# --interval: Spark's trigger takes whole milliseconds; longer than a day is a job
+# for --once under a scheduler.
+MIN_INTERVAL_S = 0.001
+MAX_INTERVAL_S = 86400.0
 
 
 class _Parser(argparse.ArgumentParser):
@@ -82,8 +86,9 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.max_events_per_trigger is not None and args.max_events_per_trigger < 1:
         parser.error("--max-events-per-trigger must be at least 1")
-    if args.interval <= 0:
-        parser.error("--interval must be positive")
+    if not MIN_INTERVAL_S <= args.interval <= MAX_INTERVAL_S:  # NaN included
+        parser.error(f"--interval must be between {MIN_INTERVAL_S:g} and {MAX_INTERVAL_S:g} "
+                     "seconds")
     try:
         parse_offsets(args.starting_offsets, EARLIEST, "--starting-offsets")
     except BrokerError as error:
@@ -101,10 +106,13 @@ def arguments(argv: list[str] | None = None) -> argparse.Namespace:
 
 def event_types(args: argparse.Namespace, client: BrokerClient) -> list[str]:
     """The event types to archive, each checked to exist (and, with a checkpoint,
-    to be the one it archived) before Spark starts."""
+    to be the one it archived; with a subscription, to be one it reads) before
+    Spark starts."""
     names = client.event_type_names() if args.all_event_types else args.event_types
     for name in dict.fromkeys(names):
         check_identity(args.checkpoint / name, name, client.event_type(name))
+        if args.subscription_id:
+            client.subscription_start(args.subscription_id, name)
     return list(dict.fromkeys(names))
 
 
@@ -235,7 +243,7 @@ def start_query(spark: SparkSession, args: argparse.Namespace, name: str) -> Str
     if args.once:
         writer = writer.trigger(availableNow=True)
     else:
-        writer = writer.trigger(processingTime=f"{args.interval} seconds")
+        writer = writer.trigger(processingTime=f"{round(args.interval * 1000)} milliseconds")
     return writer.start()
 
 
