@@ -258,11 +258,12 @@ class KafkaEngine(StorageEngine):
         self._appender.retire()
 
     def _brokers_up(self) -> None:
-        """The brokers answer again: a producer retired during the outage is replaced
-        now, as ``warm_up`` does at start, so the next append does not wait for its
-        producer id (~0.5 s)."""
+        """The brokers answer again (in the prober's greenlet): a producer retired during
+        the outage is replaced now, as ``warm_up`` does at start, so the next append
+        does not wait for its producer id (~0.5 s); topics they lost are forgotten."""
         if not self._threads.shut_down:
             self._appender.start()
+            self._topics.forget_lost()
 
     def _client_error(self, error: KafkaError) -> None:
         """librdkafka's error callback. It runs on whichever thread serves the

@@ -98,6 +98,20 @@ class Topics:
         if not 0 <= partition < self.partition_count(topic):
             raise StorageError(f"{topic}: there is no partition {partition}")
 
+    def forget_lost(self) -> None:
+        """Forget the topics the broker no longer has, so that their next use asks for
+        their metadata and is told they do not exist: a cluster back from an outage may
+        have lost topics (Tansu keeps them in memory), and an append to one it still
+        counted waited out its timeout for a 503, again and again. Nothing is forgotten
+        when the broker does not answer."""
+        try:
+            found = self._fresh.call(
+                None, lambda: self._threads.run("the kafka broker", self._all_topics))
+        except StorageError:
+            return
+        for topic in [topic for topic in self._partitions if topic not in found]:
+            del self._partitions[topic]
+
     def raise_if_gone(self, topic: str) -> None:
         """Raise ``TopicNotFound`` if the topic is gone (another process may have
         deleted it), asking the broker instead of the cache. Callers at once share
