@@ -277,9 +277,7 @@ def test_kafka_broker_stopped(faults: FaultStack):
         # Tansu lost its topics: publishing recovers for an event type made now.
         wait_until(lambda: _health(faults).status_code == 200, 30, what="health")
         fresh = new_fault_event_type(faults.url, PARTITIONS)
-        # The broker's first answers after its restart may still fail (a 503).
-        wait_until(lambda: switch_timeline(faults.url, fresh, "kafka").status_code == 201, 30,
-                   what="a timeline on kafka")
+        _move_to_kafka_once_back(faults.url, fresh)
         after = Publisher(faults.url, fresh)
         after.start()
         wait_until(lambda: after.ok_since(up), 30, what="publishing again")
@@ -300,6 +298,14 @@ def test_kafka_broker_stopped(faults: FaultStack):
     told = [body[0]["detail"] for answer, body in lost if answer.status == 207]
     assert told and all("the topic does not exist" in detail for detail in told), lost
     assert all(answer.status in (207, 503) for answer, _ in lost), lost
+
+
+def _move_to_kafka_once_back(url: str, name: str) -> None:
+    """Switch the event type to kafka just after the broker restarted: ``/health`` may
+    have been answered by a worker that saw the broker back, while the one creating
+    the topic refuses (a 503) until its own probe does, up to a second later."""
+    wait_until(lambda: switch_timeline(url, name, "kafka").status_code == 201, 30,
+               what="a timeline on kafka")
 
 
 def _publish_one(url: str, name: str) -> tuple[Answer, list]:
@@ -369,7 +375,7 @@ def test_after_the_kafka_broker_restarts_no_publish_waits_for_a_forgotten_produc
     up = time.monotonic()
     wait_until(lambda: _health(faults).status_code == 200, 30, what="health")
     fresh = new_fault_event_type(faults.url, PARTITIONS)  # Tansu lost the topics
-    move_to(faults.url, fresh, "kafka")
+    _move_to_kafka_once_back(faults.url, fresh)
     # Each worker learns on its own that the broker is back, asking once a second since
     # the outage began.
     time.sleep(max(0.0, up + 2 * PROBE_INTERVAL_S + PROBE_TIMEOUT_S - time.monotonic()))

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
+import gevent
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from app.shared_calls import SharedCalls
@@ -258,12 +259,13 @@ class KafkaEngine(StorageEngine):
         self._appender.retire()
 
     def _brokers_up(self) -> None:
-        """The brokers answer again (in the prober's greenlet): a producer retired during
-        the outage is replaced now, as ``warm_up`` does at start, so the next append
-        does not wait for its producer id (~0.5 s); topics they lost are forgotten."""
+        """The brokers answer again: a producer retired during the outage is replaced
+        now, as ``warm_up`` does at start, so the next append does not wait for its
+        producer id (~0.5 s); the topics they lost are forgotten in a greenlet of their
+        own (the prober must be done, to start again at once if the brokers go away)."""
         if not self._threads.shut_down:
             self._appender.start()
-            self._topics.forget_lost()
+            gevent.spawn(self._topics.forget_lost)
 
     def _client_error(self, error: KafkaError) -> None:
         """librdkafka's error callback. It runs on whichever thread serves the
