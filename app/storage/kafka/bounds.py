@@ -36,7 +36,7 @@ def partition_bounds(clients: Clients, topics: Topics, topic: str, partitions: r
     """The bounds of every partition, within ``timeout`` seconds per broker call."""
     oldest, reported_end = listed_offsets(topics, topic, partitions)
     starts = {p: max(oldest[p], reported_end[p] - 1) for p in partitions}
-    ends = _log_ends(clients, topic, starts, timeout)
+    ends = _log_ends(clients, topic, starts, timeout, topics.storage)
     return [PartitionBounds(p, oldest[p], ends[p] - 1) for p in partitions]
 
 
@@ -64,8 +64,8 @@ def listed_offsets(topics: Topics, topic: str, partitions: range
         return topics.list_offsets(topic, partitions)
 
 
-def _log_ends(clients: Clients, topic: str, starts: dict[int, int], timeout: float
-              ) -> dict[int, int]:
+def _log_ends(clients: Clients, topic: str, starts: dict[int, int], timeout: float,
+              storage: str) -> dict[int, int]:
     """The true log end of each partition: the high watermark reported by a
     fetch once the consumer caught up with it."""
     assignment = [TopicPartition(topic, p, offset) for p, offset in starts.items()]
@@ -83,12 +83,11 @@ def _log_ends(clients: Clients, topic: str, starts: dict[int, int], timeout: flo
                 return ends
             remaining = deadline - monotonic()
             if remaining <= 0:
-                raise StorageUnavailable(clients.storage,
-                                         f"{topic}: no answer within {timeout:g} s")
+                raise StorageUnavailable(storage, f"{topic}: no answer within {timeout:g} s")
             messages = consumer.consume(1, min(remaining, END_CHECK_S))
             if messages:
                 messages += consumer.consume(DRAIN_BATCH, 0)
-            for partition, offset, _ in records(messages, topic, clients.storage):
+            for partition, offset, _ in records(messages, topic, storage):
                 positions[partition] = offset + 1
     finally:
         consumer.close()

@@ -109,17 +109,14 @@ def caught_up(consumer: Consumer, partition: TopicPartition, next_offset: int) -
 class Clients:
     """Builds the engine's librdkafka clients. ``overrides`` (security, tuning)
     win over the engine's settings; ``on_error`` is librdkafka's error callback,
-    which runs on whichever thread serves the client. ``storage`` is how outages of
-    the storage they reach name it (``outage_name``)."""
+    which runs on whichever thread serves the client."""
 
     def __init__(
         self,
         bootstrap_servers: str,
         overrides: Mapping[str, Any],
         on_error: Callable[[KafkaError], None],
-        storage: str = outage_name(DEFAULT_STORAGE_ID),
     ) -> None:
-        self.storage = storage
         self._common: dict[str, Any] = {
             "bootstrap.servers": bootstrap_servers,
             # Metadata requests must never create a topic on a broker that auto-creates.

@@ -83,8 +83,7 @@ class KafkaEngine(StorageEngine):
         self._stream_fetch_wait_ms = stream_fetch_wait_ms
         storage = outage_name(storage_id)
         self._threads = BlockingCalls(max_threads, storage)
-        self._clients = Clients(bootstrap_servers, client_config or {}, self._client_error,
-                                storage)
+        self._clients = Clients(bootstrap_servers, client_config or {}, self._client_error)
         self._topics = Topics(self._clients, self._threads, timeout)
         self._appender = Appender(self._clients, self._threads, timeout)
         self._idle = IdleReaders(self._topics, self._threads, idle_check_s)
@@ -149,7 +148,7 @@ class KafkaEngine(StorageEngine):
                 if isinstance(result, StorageUnavailable):  # not acknowledged in time
                     self._availability.unanswered(result)
             if self._availability.down:  # not acknowledged because the brokers went away
-                return {partition: StorageUnavailable(self._clients.storage, str(result))
+                return {partition: StorageUnavailable(self._threads.storage, str(result))
                         if isinstance(result, StorageError)
                         and not isinstance(result, StorageUnavailable) else result
                         for partition, result in results.items()}

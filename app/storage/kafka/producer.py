@@ -116,7 +116,7 @@ class Appender:
                 produced += 1
                 if produced % PRODUCE_SLICE == 0:
                     gevent.sleep(0)  # let other greenlets run during a very large batch
-                    _raise_if_retired(running, topic, self._clients.storage)
+                    _raise_if_retired(running, topic, self._threads.storage)
                 while True:
                     try:
                         producer.produce(topic, payload, key, partition=partition,
@@ -128,20 +128,20 @@ class Appender:
                             raise StorageError(
                                 f"{topic}: the producer queue stayed full") from None
                         gevent.sleep(QUEUE_FULL_BACKOFF_S)
-                        _raise_if_retired(running, topic, self._clients.storage)
+                        _raise_if_retired(running, topic, self._threads.storage)
                     except KafkaException as error:
                         raise storage_error(error, f"{topic}/{partition}",
-                                            self._clients.storage) from error
+                                            self._threads.storage) from error
         results: dict[int, list[int] | StorageError] = {}
         for partition, delivery in deliveries.items():
             if not delivery.done.wait(max(0.0, deadline - monotonic())):
                 results[partition] = StorageUnavailable(
-                    self._clients.storage, f"{topic}/{partition}: not acknowledged within "
+                    self._threads.storage, f"{topic}/{partition}: not acknowledged within "
                     f"{self._timeout:g} s (the events may be stored all the same)")
                 self._retire(running)
             elif delivery.error is not None:
                 results[partition] = storage_error(delivery.error, f"{topic}/{partition}",
-                                                   self._clients.storage)
+                                                   self._threads.storage)
                 if delivery.error.fatal():
                     self._retire(running)
             else:

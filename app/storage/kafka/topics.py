@@ -39,7 +39,7 @@ class Topics:
     @property
     def storage(self) -> str:
         """How outages of the storage name it."""
-        return self._clients.storage
+        return self._threads.storage
 
     def create(self, topic: str, partitions: int, retention_ms: int,
                compacted: bool = False) -> None:
@@ -105,8 +105,7 @@ class Topics:
         counted waited out its timeout for a 503, again and again. Nothing is forgotten
         when the broker does not answer."""
         try:
-            found = self._fresh.call(
-                None, lambda: self._threads.run("the kafka broker", self._all_topics))
+            found = self._fresh_topics()
         except StorageError:
             return
         for topic in [topic for topic in self._partitions if topic not in found]:
@@ -117,9 +116,12 @@ class Topics:
         deleted it), asking the broker instead of the cache. Callers at once share
         a metadata request (it tells of every topic)."""
         self._partitions.pop(topic, None)
-        found = self._fresh.call(
+        self._remember(self._fresh_topics(), topic)
+
+    def _fresh_topics(self) -> dict[str, TopicMetadata]:
+        """The metadata of every topic, asked now; callers at once share the request."""
+        return self._fresh.call(
             None, lambda: self._threads.run("the kafka broker", self._all_topics))
-        self._remember(found, topic)
 
     def check(self, timeout: float = CHECK_TIMEOUT_S) -> None:
         """Raise ``StorageError`` when the broker does not answer within ``timeout``."""
